@@ -1,0 +1,20 @@
+"""distc: a compiler for PaddlePaddle's distributed PIR programs (read, rewrite, print)."""
+
+from __future__ import annotations
+
+try:
+    from importlib.metadata import PackageNotFoundError, version
+
+    __version__ = version("distc")
+except Exception:  # noqa: BLE001 - running from a source tree
+    __version__ = "0.1.0"
+
+from .ir.core import Block, BlockArgument, Operation, OpResult, Program, Region, Value
+from .syntax.diagnostics import DiagnosticError
+from .syntax.parser import parse
+from .syntax.printer import print_program
+
+__all__ = [
+    "Block", "BlockArgument", "DiagnosticError", "Operation", "OpResult", "Program", "Region", "Value",
+    "parse", "print_program", "__version__",
+]

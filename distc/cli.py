@@ -1,0 +1,151 @@
+"""The ``distc`` command line: a thin layer over parse → passes → print."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+
+import click
+
+from . import __version__
+from .driver import err_console, load, read_text, reporting, write_output
+from .syntax.diagnostics import DiagnosticError
+from .syntax.parser import parse
+from .syntax.printer import print_program
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="distc")
+def main() -> None:
+    """distc: read, rewrite and print PaddlePaddle's distributed PIR programs."""
+
+
+# ----------------------------------------------------------------------------------------- fmt
+@main.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option("-o", "--output", default=None, help="write here instead of stdout (one input only)")
+@click.option("--check", is_flag=True, help="exit 1 with a diff if printing would change a file")
+@click.option("--canonical", is_flag=True, help="print every op anew instead of keeping source lines")
+def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool) -> None:
+    """Parse FILES and print them back (byte for byte for Paddle's own dumps)."""
+    with reporting():
+        if output is not None and len(files) > 1:
+            raise click.UsageError("-o takes one input file")
+        changed = 0
+        outs = []
+        for path in files:
+            text = read_text(path)
+            name = "<stdin>" if path == "-" else path
+            prog = parse(text, name)
+            out = print_program(prog, canonical=canonical)
+            if check:
+                if out != text:
+                    changed += 1
+                    diff = difflib.unified_diff(
+                        text.splitlines(keepends=True), out.splitlines(keepends=True),
+                        fromfile=name, tofile=name + " (distc fmt)")
+                    sys.stdout.writelines(diff)
+            else:
+                outs.append(out)
+        if check:
+            if changed:
+                err_console().print(f"{changed} file(s) would change", markup=False)
+                sys.exit(1)
+            return
+        write_output(output, "".join(outs))
+
+
+# ----------------------------------------------------------------------------------------- opt
+@main.command()
+@click.argument("file", default="-")
+@click.option("-p", "--pass-pipeline", "pipeline", required=True, help="e.g. 'shard-optimizer{axis=0},partition,reshard{rank=0}'")
+@click.option("-o", "--output", default=None, help="output file (default stdout)")
+@click.option("--time-passes", is_flag=True, help="print a table of pass timings on stderr")
+@click.option("--no-verify-each", is_flag=True, help="skip the verifier between passes")
+@click.option("--print-ir-after-all", is_flag=True, help="print the program after each pass on stderr")
+def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_verify_each: bool,
+        print_ir_after_all: bool) -> None:
+    """Run a pass pipeline over FILE (mlir-opt style)."""
+    import time
+
+    from .passes.base import PassManager, parse_pipeline
+
+    with reporting():
+        t0 = time.perf_counter()
+        passes = parse_pipeline(pipeline)
+        prog = load(file)
+        t_parse = time.perf_counter() - t0
+
+        def after(p, prg) -> None:
+            err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)
+
+        pm = PassManager(passes, verify_each=not no_verify_each, callback=after if print_ir_after_all else None)
+        _run_located(pm, prog, file)
+        t0 = time.perf_counter()
+        text = str(prog)
+        t_print = time.perf_counter() - t0
+        write_output(output, text)
+        if time_passes:
+            _timing_table([("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings), ("(print)", t_print)])
+
+
+def _run_located(pm, prog, file: str):
+    try:
+        return pm.run(prog)
+    except DiagnosticError as e:
+        raise e.located(prog.filename or file, _source_of(prog, file)) from None
+
+
+def _source_of(prog, file: str) -> str | None:
+    if file == "-":
+        return None
+    try:
+        return read_text(file)
+    except DiagnosticError:
+        return None
+
+
+def _timing_table(rows: list[tuple[str, float]]) -> None:
+    from rich.table import Table
+
+    total = sum(s for _, s in rows) or 1.0
+    table = Table(title="pass timings")
+    table.add_column("pass")
+    table.add_column("seconds", justify="right")
+    table.add_column("%", justify="right")
+    for name, s in rows:
+        table.add_row(name, f"{s:.4f}", f"{100 * s / total:.1f}")
+    table.add_row("total", f"{total:.4f}", "100.0")
+    err_console().print(table)
+
+
+# ------------------------------------------------------------------------------------- passes
+@main.command("passes")
+def list_passes() -> None:
+    """List the registered passes and their options."""
+    import dataclasses
+
+    from .passes import load_passes
+    from .passes.base import REGISTRY
+
+    load_passes()
+    for name in sorted(REGISTRY):
+        cls = REGISTRY[name]
+        opts = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls))
+        click.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
+
+
+def _register_commands() -> None:
+    """Commands whose implementation lives beside the passes they drive."""
+    from .commands import COMMANDS
+
+    for cmd in COMMANDS:
+        main.add_command(cmd)
+
+
+_register_commands()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,405 @@
+"""The IR: a program is a block of operations; operations own regions of blocks; values keep
+use-def chains.  Operations, blocks and values are mutable and compared by identity; types and
+attributes are immutable values.
+
+Every operation remembers the source line it was parsed from.  As long as nothing about the
+operation (or the types of its operands) changes, the printer emits that line as it was, so
+untouched parts of a program print back byte for byte and fast.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from .attrs import Attribute
+from .dist import OperationDistAttr, TensorDistAttr
+from .types import DistTensorType, Type, VectorType
+
+
+class Value:
+    __slots__ = ("_type", "uses", "name", "_pname")
+
+    def __init__(self, type: Type, name: str | None = None) -> None:
+        self._type = type
+        self.uses: list[tuple[Operation, int]] = []
+        self.name = name  # the source spelling without '%', or None for new values
+        self._pname: str | None = None  # set by the printer
+
+    @property
+    def type(self) -> Type:
+        return self._type
+
+    @type.setter
+    def type(self, t: Type) -> None:
+        if t == self._type:
+            return
+        self._type = t
+        self._touch()
+        for op, _ in self.uses:
+            op.dirty = True
+
+    def _touch(self) -> None:
+        pass
+
+    @property
+    def owner(self) -> "Operation | None":
+        return None
+
+    @property
+    def dist_attr(self) -> TensorDistAttr | None:
+        t = self._type
+        return t.dist if isinstance(t, DistTensorType) else None
+
+    @property
+    def users(self) -> list["Operation"]:
+        seen: dict[int, Operation] = {}
+        for op, _ in self.uses:
+            seen.setdefault(id(op), op)
+        return list(seen.values())
+
+    def has_uses(self) -> bool:
+        return bool(self.uses)
+
+    def replace_all_uses_with(self, new: "Value", *, where=None) -> None:
+        """Point every use (or those whose op satisfies ``where``) at ``new``."""
+        if new is self:
+            return
+        for op, idx in list(self.uses):
+            if where is None or where(op):
+                op.set_operand(idx, new)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} %{self.name} : {self._type}>"
+
+
+class OpResult(Value):
+    __slots__ = ("op", "index")
+
+    def __init__(self, op: "Operation", index: int, type: Type, name: str | None = None) -> None:
+        super().__init__(type, name)
+        self.op = op
+        self.index = index
+
+    @property
+    def owner(self) -> "Operation":
+        return self.op
+
+    def _touch(self) -> None:
+        self.op.dirty = True
+
+
+class BlockArgument(Value):
+    __slots__ = ("block", "index", "keyword", "attrs", "attrs_shown")
+
+    def __init__(self, block: "Block", index: int, type: Type, name: str | None = None,
+                 keyword: str | None = None, attrs: Mapping[str, Attribute] | None = None) -> None:
+        super().__init__(type, name)
+        self.block = block
+        self.index = index
+        self.keyword = keyword  # for %kwarg_<name> arguments
+        self.attrs = dict(attrs or {})
+        self.attrs_shown = True
+
+    def _touch(self) -> None:
+        self.block.dirty = True
+
+
+class Operation:
+    __slots__ = (
+        "name", "op_id", "_operands", "operand_keywords", "results", "_attrs", "regions", "parent",
+        "loc", "src", "indent", "pre", "dirty", "sig", "__weakref__",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        operands: Sequence[Value | None] = (),
+        result_types: Sequence[Type] = (),
+        attrs: Mapping[str, Attribute] | None = None,
+        regions: Sequence["Region"] = (),
+        *,
+        op_id: int | None = None,
+        result_names: Sequence[str | None] | None = None,
+        operand_keywords: tuple[tuple[int, str], ...] = (),
+        sig: str = "full",
+    ) -> None:
+        self.name = name
+        self.op_id = op_id
+        self._operands: list[Value | None] = []
+        self.operand_keywords = operand_keywords
+        names = result_names or [None] * len(result_types)
+        self.results = [OpResult(self, i, t, n) for i, (t, n) in enumerate(zip(result_types, names))]
+        self._attrs: dict[str, Attribute] = attrs if isinstance(attrs, dict) else dict(attrs or {})
+        self.regions: list[Region] = []
+        self.parent: Block | None = None
+        self.loc: tuple[int, int] | None = None
+        self.src: str | None = None  # the source line, printed as is while the op is clean
+        self.indent: str | None = None
+        self.pre: list[str] = []  # comment and blank lines before the op
+        self.dirty = True
+        self.sig = sig  # "full": ': (in) -> out'; "results": '-> out' only (pd_op.if)
+        for v in operands:
+            self._add_operand(v)
+        for r in regions:
+            self.add_region(r)
+
+    # -- operands ----------------------------------------------------------------------------
+    def _add_operand(self, v: Value | None) -> None:
+        idx = len(self._operands)
+        self._operands.append(v)
+        if v is not None:
+            v.uses.append((self, idx))
+
+    @property
+    def operands(self) -> tuple[Value | None, ...]:
+        return tuple(self._operands)
+
+    def operand(self, i: int) -> Value | None:
+        return self._operands[i]
+
+    @property
+    def num_operands(self) -> int:
+        return len(self._operands)
+
+    def set_operand(self, i: int, v: Value | None) -> None:
+        old = self._operands[i]
+        if old is v:
+            return
+        if old is not None:
+            old.uses.remove((self, i))
+        self._operands[i] = v
+        if v is not None:
+            v.uses.append((self, i))
+        self.dirty = True
+
+    def set_operands(self, values: Sequence[Value | None]) -> None:
+        self._drop_operand_uses()
+        self._operands = []
+        for v in values:
+            self._add_operand(v)
+        self.dirty = True
+
+    def _drop_operand_uses(self) -> None:
+        for i, v in enumerate(self._operands):
+            if v is not None:
+                v.uses.remove((self, i))
+
+    # -- results -----------------------------------------------------------------------------
+    @property
+    def result(self) -> OpResult:
+        (r,) = self.results
+        return r
+
+    @property
+    def num_results(self) -> int:
+        return len(self.results)
+
+    def replace_all_uses_with(self, values: Sequence[Value]) -> None:
+        for r, v in zip(self.results, values):
+            r.replace_all_uses_with(v)
+
+    # -- attributes --------------------------------------------------------------------------
+    @property
+    def attrs(self) -> Mapping[str, Attribute]:
+        return self._attrs
+
+    def attr(self, key: str, default=None):
+        return self._attrs.get(key, default)
+
+    def set_attr(self, key: str, value: Attribute) -> None:
+        d = dict(self._attrs)
+        d[key] = value
+        self._attrs = d
+        self.dirty = True
+
+    def del_attr(self, key: str) -> None:
+        if key in self._attrs:
+            d = dict(self._attrs)
+            del d[key]
+            self._attrs = d
+            self.dirty = True
+
+    def set_attrs(self, attrs: Mapping[str, Attribute]) -> None:
+        self._attrs = dict(attrs)
+        self.dirty = True
+
+    @property
+    def dist_attr(self) -> OperationDistAttr | None:
+        a = self._attrs.get("op_dist_attr")
+        return a if isinstance(a, OperationDistAttr) else None
+
+    @dist_attr.setter
+    def dist_attr(self, a: OperationDistAttr | None) -> None:
+        if a is None:
+            self.del_attr("op_dist_attr")
+        else:
+            self.set_attr("op_dist_attr", a)
+
+    # -- structure ---------------------------------------------------------------------------
+    def add_region(self, r: "Region") -> None:
+        r.parent = self
+        self.regions.append(r)
+
+    @property
+    def dialect(self) -> str:
+        return self.name.split(".", 1)[0] if "." in self.name else ""
+
+    def erase(self) -> None:
+        """Remove the op from its block; its results must be unused."""
+        for r in self.results:
+            if r.uses:
+                raise ValueError(f"cannot erase {self.name}: result {r.index} still has uses")
+        self._drop_operand_uses()
+        self._operands = []
+        for region in self.regions:
+            for block in region.blocks:
+                for op in list(reversed(block.ops)):
+                    op.drop_all_uses_and_erase()
+        if self.parent is not None:
+            self.parent.remove(self)
+
+    def drop_all_uses_and_erase(self) -> None:
+        for r in self.results:
+            for user, idx in list(r.uses):
+                user.set_operand(idx, None)
+        self.erase()
+
+    def walk(self) -> Iterator["Operation"]:
+        yield self
+        for region in self.regions:
+            for block in region.blocks:
+                for op in block.ops:
+                    yield from op.walk()
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.name} at {self.loc}>"
+
+
+class Block:
+    __slots__ = ("ops", "args", "parent", "post", "arg_src", "dirty", "indent")
+
+    def __init__(self, ops: Iterable[Operation] = ()) -> None:
+        self.ops: list[Operation] = []
+        self.args: list[BlockArgument] = []
+        self.parent: Region | None = None
+        self.post: list[str] = []  # comment/blank lines before the block's closing line
+        self.arg_src: str | None = None  # the block-argument line as read
+        self.dirty = False
+        self.indent: str | None = None
+        for op in ops:
+            self.append(op)
+
+    def add_argument(self, type: Type, name: str | None = None, keyword: str | None = None,
+                     attrs: Mapping[str, Attribute] | None = None) -> BlockArgument:
+        a = BlockArgument(self, len(self.args), type, name, keyword, attrs)
+        self.args.append(a)
+        self.dirty = True
+        return a
+
+    def append(self, op: Operation) -> Operation:
+        op.parent = self
+        self.ops.append(op)
+        return op
+
+    def index(self, op: Operation) -> int:
+        for i, o in enumerate(self.ops):
+            if o is op:
+                return i
+        raise ValueError(f"{op!r} is not in this block")
+
+    def insert(self, index: int, op: Operation) -> Operation:
+        op.parent = self
+        self.ops.insert(index, op)
+        return op
+
+    def insert_before(self, anchor: Operation, *ops: Operation) -> None:
+        i = self.index(anchor)
+        for k, op in enumerate(ops):
+            self.insert(i + k, op)
+
+    def insert_after(self, anchor: Operation, *ops: Operation) -> None:
+        i = self.index(anchor) + 1
+        for k, op in enumerate(ops):
+            self.insert(i + k, op)
+
+    def remove(self, op: Operation) -> None:
+        del self.ops[self.index(op)]
+        op.parent = None
+
+    def __iter__(self) -> Iterator[Operation]:
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+class Region:
+    __slots__ = ("blocks", "parent", "close_src", "open_src")
+
+    def __init__(self, blocks: Iterable[Block] = ()) -> None:
+        self.blocks: list[Block] = []
+        self.parent: Operation | None = None
+        self.close_src: str | None = None  # the line that closes it ('    }' or '    } else {')
+        self.open_src: str | None = None
+        for b in blocks:
+            self.add_block(b)
+
+    def add_block(self, b: Block) -> Block:
+        b.parent = self
+        self.blocks.append(b)
+        return b
+
+    @property
+    def block(self) -> Block:
+        return self.blocks[0]
+
+
+class Program:
+    """A printed PIR program: its top-level block, plus what is needed to print it back in its own style."""
+
+    def __init__(self, block: Block | None = None, style=None, filename: str | None = None) -> None:
+        from ..syntax.style import Style
+
+        self.block = block or Block()
+        self.style: Style = style or Style()
+        self.filename = filename
+        self.head = "{\n"  # text before the first op (banner, the '{' line)
+        self.tail = "}\n"  # the closing line and anything after it
+
+    @property
+    def ops(self) -> list[Operation]:
+        return self.block.ops
+
+    def walk(self) -> Iterator[Operation]:
+        for op in self.block.ops:
+            yield from op.walk()
+
+    def values(self) -> Iterator[Value]:
+        for op in self.walk():
+            for r in op.regions:
+                for b in r.blocks:
+                    yield from b.args
+            yield from op.results
+
+    def find(self, name: str) -> list[Operation]:
+        return [op for op in self.walk() if op.name == name]
+
+    def value(self, name: str) -> Value:
+        """A value by its printed name (``%3``) in the program's current numbering."""
+        from ..syntax.printer import number_values
+
+        want = name.lstrip("%")
+        for v, n in number_values(self).items():
+            if n == want:
+                return v
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        from ..syntax.printer import print_program
+
+        return print_program(self)
+
+    def clone(self) -> "Program":
+        from ..syntax.parser import parse
+
+        return parse(str(self), self.filename)

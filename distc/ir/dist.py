@@ -1,0 +1,295 @@
+"""Distributed attributes as frozen values: process meshes, tensor and operation dist attrs.
+
+Paddle stores a tensor's layout as a ``dims_mapping`` (for each tensor axis, the mesh dim it is
+split over, or -1) plus a set of *partial* mesh dims with a reduce type.  Placements (one per mesh
+dim: ``Shard(dim=k)``, ``Replicate()``, ``Partial(reduce_type=X)``) are derived from those two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Union
+
+REDUCE_TYPES = ("SUM", "MAX", "MIN", "PRODUCT", "AVG", "ANY", "ALL")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessMesh:
+    """A logical mesh of processes: ``shape`` and the row-major ``process_ids`` filling it."""
+
+    shape: tuple[int, ...]
+    process_ids: tuple[int, ...]
+    dim_names: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        n = 1
+        for s in self.shape:
+            n *= s
+        if self.shape and n != len(self.process_ids):
+            raise ValueError(
+                f"mesh of shape {list(self.shape)} needs {n} process ids, got {len(self.process_ids)}"
+            )
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return len(self.process_ids)
+
+    def __contains__(self, rank: object) -> bool:
+        return rank in self.process_ids
+
+    def coord(self, rank: int) -> tuple[int, ...]:
+        """The rank's coordinate in the mesh (row-major)."""
+        idx = self.process_ids.index(rank)
+        out = []
+        for s in reversed(self.shape):
+            out.append(idx % s)
+            idx //= s
+        return tuple(reversed(out))
+
+    def rank_at(self, coord: Iterable[int]) -> int:
+        idx = 0
+        for c, s in zip(coord, self.shape):
+            idx = idx * s + c
+        return self.process_ids[idx]
+
+    def sub_mesh(self, dim: int, rank: int) -> "ProcessMesh":
+        """The 1-D mesh of the processes that share ``rank``'s coordinate on every dim but ``dim``."""
+        c = list(self.coord(rank))
+        ids = []
+        for i in range(self.shape[dim]):
+            c[dim] = i
+            ids.append(self.rank_at(c))
+        return ProcessMesh((self.shape[dim],), tuple(ids))
+
+    def sub_meshes(self, dim: int) -> list["ProcessMesh"]:
+        """Every 1-D group along ``dim``, in Paddle's order (by the remaining coordinates)."""
+        seen: dict[tuple[int, ...], ProcessMesh] = {}
+        for r in self.process_ids:
+            m = self.sub_mesh(dim, r)
+            seen.setdefault(m.process_ids, m)
+        return list(seen.values())
+
+
+EMPTY_MESH = ProcessMesh((), ())
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    kind: str  # "S", "R" or "P"
+    dim: int = -1  # tensor axis for Shard
+    reduce: str = "SUM"  # reduce type for Partial
+
+    def __str__(self) -> str:
+        if self.kind == "S":
+            return f"Shard(dim={self.dim})"
+        if self.kind == "P":
+            return f"Partial(reduce_type={self.reduce})"
+        return "Replicate()"
+
+    def short(self) -> str:
+        if self.kind == "S":
+            return f"s{self.dim}"
+        if self.kind == "P":
+            return "p" if self.reduce == "SUM" else f"p:{self.reduce.lower()}"
+        return "r"
+
+
+REPLICATE = Placement("R")
+
+
+def Shard(dim: int) -> Placement:
+    return Placement("S", dim)
+
+
+def Partial(reduce: str = "SUM") -> Placement:
+    return Placement("P", -1, reduce)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDistAttr:
+    """A tensor's layout on a mesh.
+
+    ``partial`` holds ``(mesh_dim, reduce_type)`` pairs in the order they were written.
+    ``form`` records how the attribute was spelt so it prints back the same way:
+    ``"full"`` (mesh_shape, process_ids, dims_mappings), ``"nopids"`` (2024 F1 types: no
+    process_ids) or ``"maping"`` (F1 op_dist_attr entries: ``dims_maping`` only).
+    ``placements`` records whether the ``placements:[...]`` suffix was printed.
+    """
+
+    mesh: ProcessMesh
+    dims_mapping: tuple[int, ...]
+    partial: tuple[tuple[int, str], ...] = ()
+    form: str = field(default="full", compare=False)
+    placements_shown: bool = field(default=False, compare=False)
+    # placements as printed, kept only where dims_mapping cannot say them (co-sharding one tensor
+    # axis over several mesh dims: [Shard(dim=0), Shard(dim=0)] with dims_mappings [1,-1])
+    given: tuple[Placement, ...] | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.mesh.shape and not self.dims_mapping and not self.partial
+
+    @property
+    def partial_dims(self) -> dict[int, str]:
+        return dict(self.partial)
+
+    @property
+    def placements(self) -> tuple[Placement, ...]:
+        if self.given is not None:
+            return self.given
+        return self.derived_placements()
+
+    def derived_placements(self) -> tuple[Placement, ...]:
+        out = []
+        pd = dict(self.partial)
+        for md in range(self.mesh.ndim):
+            axes = [a for a, m in enumerate(self.dims_mapping) if m == md]
+            if axes:
+                out.append(Shard(axes[0]))
+            elif md in pd:
+                out.append(Partial(pd[md]))
+            else:
+                out.append(REPLICATE)
+        return tuple(out)
+
+    @staticmethod
+    def from_placements(
+        mesh: ProcessMesh, placements: Iterable[Placement], ndim: int, like: "TensorDistAttr | None" = None
+    ) -> "TensorDistAttr":
+        placements = tuple(placements)
+        dm = [-1] * ndim
+        partial = []
+        for md, p in enumerate(placements):
+            if p.kind == "S":
+                dm[p.dim] = md
+            elif p.kind == "P":
+                partial.append((md, p.reduce))
+        attr = TensorDistAttr(
+            mesh,
+            tuple(dm),
+            tuple(partial),
+            form=like.form if like else "full",
+            placements_shown=like.placements_shown if like else False,
+        )
+        if attr.derived_placements() != placements:
+            attr = replace(attr, given=placements)
+        return attr
+
+    def with_(self, **kw: object) -> "TensorDistAttr":
+        """A copy with fields changed; printed placements are derived again unless given."""
+        kw.setdefault("given", None)
+        return replace(self, **kw)  # type: ignore[arg-type]
+
+    def consistent(self, placements: tuple[Placement, ...]) -> bool:
+        """Whether printed placements agree with dims_mapping and partial (co-sharding allowed)."""
+        derived = self.derived_placements()
+        if len(placements) != len(derived):
+            return False
+        for d, g in zip(derived, placements):
+            if d == g:
+                continue
+            if d.kind == "R" and g.kind == "S" and 0 <= g.dim < len(self.dims_mapping) and self.dims_mapping[g.dim] >= 0:
+                continue
+            return False
+        return True
+
+    def is_partial(self, mesh_dim: int | None = None) -> bool:
+        if mesh_dim is None:
+            return bool(self.partial)
+        return any(d == mesh_dim for d, _ in self.partial)
+
+    def is_replicated(self) -> bool:
+        return not self.partial and all(m == -1 for m in self.dims_mapping)
+
+    def local_shape(self, shape: tuple[int, ...], rank: int | None = None) -> tuple[int, ...]:
+        """The shape of ``rank``'s piece (Paddle's rule: ceil(n/p) pieces, the last ones hold less)."""
+        out = list(shape)
+        for axis, md in enumerate(self.dims_mapping):
+            if md < 0 or shape[axis] < 0:
+                continue
+            p = self.mesh.shape[md]
+            if rank is None or rank not in self.mesh.process_ids:
+                out[axis] = (shape[axis] + p - 1) // p if shape[axis] % p else shape[axis] // p
+            else:
+                lo, hi = split_bounds(shape[axis], p, self.mesh.coord(rank)[md])
+                out[axis] = hi - lo
+        return tuple(out)
+
+    # -- text --------------------------------------------------------------------------------
+    def format(self, *, form: str | None = None, placements: bool | None = None) -> str:
+        form = form or self.form
+        show = self.placements_shown if placements is None else placements
+        if form == "maping":
+            return f"dims_maping:[{_ints(self.dims_mapping)}]"
+        parts = [f"mesh_shape:[{_ints(self.mesh.shape)}]"]
+        if form != "nopids":
+            parts.append(f"process_ids:[{_ints(self.mesh.process_ids)}]")
+        parts.append(f"dims_mappings:[{_ints(self.dims_mapping)}]")
+        text = ",".join(parts)
+        if self.partial:
+            text += ", " + ",".join(f"partial({d},{r})" for d, r in self.partial)
+        if show and not self.is_empty:
+            text += ", placements:[" + ", ".join(str(p) for p in self.placements) + "]"
+        return text
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def split_bounds(n: int, parts: int, index: int) -> tuple[int, int]:
+    """Paddle's split of ``n`` elements over ``parts``: ``ceil(n/parts)`` each, the tail holds less."""
+    size = (n + parts - 1) // parts
+    lo = min(size * index, n)
+    hi = min(size * (index + 1), n)
+    return lo, hi
+
+
+def empty_dist_attr() -> TensorDistAttr:
+    return TensorDistAttr(EMPTY_MESH, ())
+
+
+@dataclass(frozen=True, slots=True)
+class VecDistAttr:
+    """The dist attr of a vector-valued operand or result (``{[a,b,...]}`` in op_dist_attr)."""
+
+    items: tuple[TensorDistAttr, ...]
+
+    def format(self, **kw: object) -> str:
+        return "[" + ",".join(i.format(**kw) for i in self.items) + "]"  # type: ignore[arg-type]
+
+
+DistEntry = Union[TensorDistAttr, VecDistAttr]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationDistAttr:
+    """``op_dist_attr``: the op's mesh, one entry per operand and result, and ``chunk_id``."""
+
+    mesh: ProcessMesh
+    operands: tuple[DistEntry, ...] = ()
+    results: tuple[DistEntry, ...] = ()
+    chunk_id: int | None = -1
+
+    def format(self, *, placements: bool | None = None) -> str:
+        parts = [f"mesh:{{shape:[{_ints(self.mesh.shape)}],process_ids:[{_ints(self.mesh.process_ids)}]}}"]
+        for i, e in enumerate(self.operands):
+            parts.append(f"operand({i}):{{{e.format(placements=placements)}}}")
+        for i, e in enumerate(self.results):
+            parts.append(f"result({i}):{{{e.format(placements=placements)}}}")
+        if self.chunk_id is not None:
+            parts.append(f"chunk_id:{self.chunk_id}")
+        return "{" + ",".join(parts) + "}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def with_(self, **kw: object) -> "OperationDistAttr":
+        return replace(self, **kw)  # type: ignore[arg-type]
+
+
+def _ints(xs: Iterable[int]) -> str:
+    return ",".join(str(x) for x in xs)

@@ -1,0 +1,18 @@
+"""Passes over PIR programs, one a file.  ``load_passes()`` imports them so they register."""
+
+from __future__ import annotations
+
+import importlib
+
+PASS_MODULES = [
+    "distc.passes.verify_pass",
+]
+
+
+def load_passes() -> None:
+    for m in PASS_MODULES:
+        try:
+            importlib.import_module(m)
+        except ModuleNotFoundError as e:
+            if e.name != m:
+                raise

@@ -1,0 +1,180 @@
+"""Passes, their registry, pipeline strings (``pass{opt=v,opt2=w},pass2``) and the pass manager."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
+
+from ..ir.core import Program
+from ..syntax.diagnostics import DiagnosticError
+
+REGISTRY: dict[str, type["ModulePass"]] = {}
+
+
+def register(cls: type["ModulePass"]) -> type["ModulePass"]:
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+@dataclass
+class PassContext:
+    """What passes share while a pipeline runs: notes for --explain, collected statistics."""
+
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, object] = field(default_factory=dict)
+    collectives: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class ModulePass:
+    """A pass over a whole program.  Options are the dataclass fields."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def spec(self) -> str:
+        opts = []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v != f.default:
+                opts.append(f"{f.name}={_fmt_opt(v)}")
+        return self.name + ("{" + ",".join(opts) + "}" if opts else "")
+
+
+def _fmt_opt(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def _load_all() -> None:
+    from . import load_passes
+
+    load_passes()
+
+
+def parse_pipeline(text: str) -> list[ModulePass]:
+    """Parse ``a{x=1,y=2},b`` (an optional ``builtin.module(...)`` wrapper is accepted)."""
+    _load_all()
+    t = text.strip()
+    if t.startswith("builtin.module(") and t.endswith(")"):
+        t = t[len("builtin.module("):-1]
+    out: list[ModulePass] = []
+    i = 0
+    n = len(t)
+    while i < n:
+        while i < n and t[i] in " ,":
+            i += 1
+        if i >= n:
+            break
+        j = i
+        while j < n and (t[j].isalnum() or t[j] in "-_."):
+            j += 1
+        name = t[i:j]
+        if not name:
+            raise DiagnosticError(f"pipeline: expected a pass name at column {i + 1} of {text!r}")
+        opts: dict[str, str] = {}
+        if j < n and t[j] == "{":
+            k = t.find("}", j)
+            if k < 0:
+                raise DiagnosticError(f"pipeline: unclosed '{{' after pass '{name}'")
+            body = t[j + 1:k]
+            key = None
+            for part in _split_opts(body):
+                if "=" in part:
+                    key, val = part.split("=", 1)
+                    opts[key.strip()] = val.strip()
+                elif key is not None:  # a list value: axis=0,1
+                    opts[key] += "," + part.strip()
+                elif part.strip():
+                    opts[part.strip()] = "true"
+            j = k + 1
+        if name not in REGISTRY:
+            known = ", ".join(sorted(REGISTRY))
+            raise DiagnosticError(f"pipeline: unknown pass '{name}' (known passes: {known})")
+        out.append(_instantiate(REGISTRY[name], opts))
+        i = j
+    return out
+
+
+def _split_opts(body: str) -> list[str]:
+    return [p for p in body.split(",")] if body.strip() else []
+
+
+def _instantiate(cls: type[ModulePass], opts: dict[str, str]) -> ModulePass:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, object] = {}
+    for k, v in opts.items():
+        kk = k.replace("-", "_")
+        if kk not in fields:
+            known = ", ".join(fields) or "none"
+            raise DiagnosticError(f"pipeline: pass '{cls.name}' has no option '{k}' (options: {known})")
+        f = fields[kk]
+        default = f.default if f.default is not dataclasses.MISSING else None
+        try:
+            kwargs[kk] = _convert(v, default, f.type)
+        except ValueError:
+            raise DiagnosticError(f"pipeline: bad value {v!r} for option '{k}' of pass '{cls.name}'") from None
+    return cls(**kwargs)  # type: ignore[arg-type]
+
+
+def _convert(v: str, default: object, typ: object) -> object:
+    t = str(typ)
+    if isinstance(default, bool) or "bool" in t:
+        if v.lower() in ("1", "true", "yes", "on"):
+            return True
+        if v.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(v)
+    if isinstance(default, int) or t in ("int", "int | None"):
+        return int(v)
+    if "tuple" in t or "list" in t:
+        return tuple(x for x in v.split(",") if x)
+    return v
+
+
+@dataclass
+class PassTiming:
+    name: str
+    seconds: float
+
+
+class PassManager:
+    def __init__(self, passes: list[ModulePass], *, verify_each: bool = True,
+                 callback: Callable[[ModulePass, Program], None] | None = None) -> None:
+        self.passes = passes
+        self.verify_each = verify_each
+        self.callback = callback
+        self.timings: list[PassTiming] = []
+
+    def run(self, prog: Program, ctx: PassContext | None = None) -> PassContext:
+        from ..analysis.verify import verify
+
+        ctx = ctx or PassContext()
+        done: list[str] = []
+        for p in self.passes:
+            t0 = time.perf_counter()
+            try:
+                p.apply(prog, ctx)
+            except DiagnosticError as e:
+                if done:
+                    e.notes.append(f"in pass '{p.name}' (after: {', '.join(done)})")
+                else:
+                    e.notes.append(f"in pass '{p.name}'")
+                raise
+            self.timings.append(PassTiming(p.spec(), time.perf_counter() - t0))
+            done.append(p.name)
+            if self.verify_each and p.name != "verify":
+                t0 = time.perf_counter()
+                verify(prog)
+                self.timings.append(PassTiming("(verify)", time.perf_counter() - t0))
+            if self.callback is not None:
+                self.callback(p, prog)
+        return ctx

@@ -1,0 +1,62 @@
+"""Located errors: ``path:line:col: error: message``, then the source line and a caret."""
+
+from __future__ import annotations
+
+
+class DiagnosticError(Exception):
+    """An error in the user's input (or in what they asked for), with a source location."""
+
+    def __init__(self, message: str, line: int | None = None, col: int | None = None,
+                 filename: str | None = None, source: str | None = None, notes: list[str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.col = col
+        self.filename = filename
+        self.source = source
+        self.notes = notes or []
+
+    def located(self, filename: str | None, source: str | None) -> "DiagnosticError":
+        if self.filename is None:
+            self.filename = filename
+        if self.source is None:
+            self.source = source
+        return self
+
+    def render(self) -> str:
+        name = self.filename or "<input>"
+        if self.line is None:
+            head = f"{name}: error: {self.message}"
+            return "\n".join([head, *(f"note: {n}" for n in self.notes)])
+        col = self.col or 1
+        head = f"{name}:{self.line}:{col}: error: {self.message}"
+        out = [head]
+        if self.source is not None:
+            lines = self.source.split("\n")
+            if 0 < self.line <= len(lines):
+                text = lines[self.line - 1].rstrip("\r")
+                shown, caret_col = _clip(text, col)
+                out.append(shown)
+                prefix = "".join(c if c == "\t" else " " for c in shown[: caret_col - 1])
+                out.append(prefix + "^")
+        out.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def _clip(text: str, col: int, width: int = 160) -> tuple[str, int]:
+    """Long PIR lines are clipped around the column so the caret stays readable."""
+    if len(text) <= width:
+        return text, col
+    start = max(0, col - 1 - width // 2)
+    end = min(len(text), start + width)
+    shown = ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+    return shown, col - start + (3 if start else 0)
+
+
+def line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, col

@@ -1,0 +1,165 @@
+"""Printing a Program as PIR text, in the program's own style.
+
+Paddle's printer rules: one op a line, four spaces a nesting level, ``%N`` assigned in print order
+(named values such as ``%stack_0`` keep their names and take no number), attribute keys sorted,
+``, `` between values and types, no blanks inside attribute dicts.  An op that has not changed since
+it was parsed prints as its source line, byte for byte.
+"""
+
+from __future__ import annotations
+
+from ..ir.attrs import format_attr_dict
+from ..ir.core import Block, BlockArgument, Operation, Program, Value
+
+
+class _Printer:
+    def __init__(self, prog: Program, canonical: bool = False) -> None:
+        self.prog = prog
+        self.style = prog.style
+        self.canonical = canonical
+        self.out: list[str] = []
+        self.counter = 0
+        self.type_text: dict = {}
+        self.inline_pending: set[int] = set()
+        self.fresh = 0
+        if not self.style.renumber:
+            hi = -1
+            for v in prog.values():
+                if v.name is not None and v.name.isdigit():
+                    hi = max(hi, int(v.name))
+            self.fresh = hi + 1
+        self.arg_count = 0
+
+    # -- names -------------------------------------------------------------------------------
+    def _name_result(self, v: Value) -> str:
+        n = v.name
+        if n is not None and not n.isdigit():
+            pn = n
+        elif self.style.renumber:
+            pn = str(self.counter)
+            self.counter += 1
+        elif n is not None:
+            pn = n
+        else:
+            pn = str(self.fresh)
+            self.fresh += 1
+        v._pname = pn
+        return pn
+
+    def _name_arg(self, a: BlockArgument) -> str:
+        if a.name is not None:
+            pn = a.name
+        elif a.keyword is not None:
+            pn = "kwarg_" + a.keyword
+        else:
+            pn = f"arg_{self.arg_count}"
+        self.arg_count += 1
+        a._pname = pn
+        return pn
+
+    def _t(self, t) -> str:
+        s = self.type_text.get(t)
+        if s is None:
+            s = str(t)
+            self.type_text[t] = s
+        return s
+
+    # -- blocks and ops ----------------------------------------------------------------------
+    def block(self, block: Block, indent: str, header_indent: str, top: bool = False) -> None:
+        out = self.out
+        if block.args:
+            kwargs = [a for a in block.args if a.keyword is not None]
+            plain = [a for a in block.args if a.keyword is None]
+            for a in block.args:
+                self._name_arg(a)
+            if top:
+                for a in plain:
+                    self.inline_pending.add(id(a))
+            elif plain:
+                out.append(header_indent + "^" + ", ".join(self._arg_text(a) for a in plain))
+            if kwargs:
+                out.append(header_indent + "^kw:")
+                for a in kwargs:
+                    out.append(header_indent + self.style.indent + self._arg_text(a))
+        for op in block.ops:
+            self.op(op, indent)
+        out.extend(block.post)
+
+    def _arg_text(self, a: BlockArgument) -> str:
+        if not a.attrs_shown:
+            return "%" + a._pname
+        return "%" + a._pname + " " + format_attr_dict(a.attrs, self.style.sorted_attrs)
+
+    def op(self, op: Operation, indent: str) -> None:
+        out = self.out
+        if op.pre:
+            out.extend(op.pre)
+        clean = op.src is not None and not op.dirty and not self.canonical
+        for r in op.results:
+            if self._name_result(r) != r.name:
+                clean = False
+        if clean:
+            for v in op._operands:
+                if v is not None and (v._pname != v.name or id(v) in self.inline_pending):
+                    clean = False
+                    break
+        ind = op.indent if op.indent is not None else indent
+        if clean:
+            out.append(op.src)
+        else:
+            out.append(self.op_line(op, ind))
+        if op.regions:
+            inner = ind + self.style.indent
+            last = len(op.regions) - 1
+            for k, region in enumerate(op.regions):
+                for blk in region.blocks:
+                    self.block(blk, inner, ind)
+                if region.close_src is not None and not self.canonical:
+                    out.append(region.close_src)
+                else:
+                    out.append(ind + ("} else {" if k < last else "}"))
+
+    def op_line(self, op: Operation, indent: str) -> str:
+        parts = [indent, "(", ", ".join("%" + r._pname for r in op.results), ') = "', op.name, '"']
+        if op.op_id is not None:
+            parts.append(f" [id:{op.op_id}]")
+        kws = dict(op.operand_keywords)
+        ops = []
+        for i, v in enumerate(op._operands):
+            pre = kws[i] + "=" if i in kws else ""
+            if v is None:
+                ops.append(pre + "<<NULL VALUE>>")
+            elif id(v) in self.inline_pending:
+                self.inline_pending.discard(id(v))
+                ops.append(pre + self._arg_text(v))  # type: ignore[arg-type]
+            else:
+                ops.append(pre + "%" + v._pname)
+        parts.append(" (" + ", ".join(ops) + ")")
+        if op.sig == "none":
+            parts.append(" { ")
+            return "".join(parts)
+        parts.append(" " + format_attr_dict(op.attrs, self.style.sorted_attrs))
+        t = self._t
+        outs = ", ".join(t(r.type) for r in op.results)
+        if op.sig == "full":
+            ins = ", ".join("<<NULL TYPE>>" if v is None else t(v.type) for v in op._operands)
+            parts.append(f" : ({ins}) -> {outs}")
+        else:
+            parts.append(f" -> {outs}")
+        if op.regions:
+            parts.append(" {")
+        return "".join(parts)
+
+
+def print_program(prog: Program, *, canonical: bool = False) -> str:
+    """The program's text.  ``canonical=True`` ignores source lines and prints every op anew."""
+    p = _Printer(prog, canonical)
+    p.block(prog.block, prog.style.indent, prog.style.indent, top=True)
+    body = "\n".join(p.out)
+    return prog.head + (body + "\n" if p.out else "") + prog.tail
+
+
+def number_values(prog: Program) -> dict[Value, str]:
+    """The names values get when the program is printed now."""
+    print_program(prog)
+    return {v: v._pname for v in prog.values() if v._pname is not None}
