@@ -1,0 +1,118 @@
+"""Making new attributes, dist attributes and ops in a program's own print style.
+
+A pass that inserts ``pd_op.all_gather`` into a 2024-style program must write ``ring_id:(Int32)3``
+and no ``placements``; in a current program ``ring_id:3`` and ``placements:[...]``.  Passes build
+everything through :class:`Maker` so they never spell a style themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from . import attrs as A
+from .core import Block, Operation, Value
+from .dist import OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr
+from .types import DenseTensorType, DistTensorType, Type
+
+
+class Maker:
+    def __init__(self, style) -> None:
+        self.style = style
+        self.typed = style.typed_attrs
+
+    # -- scalar attributes -------------------------------------------------------------------
+    def i32(self, v: int) -> A.IntAttr:
+        return A.IntAttr(int(v), "Int32" if self.typed else None)
+
+    def i64(self, v: int) -> A.IntAttr:
+        return A.IntAttr(int(v), "Int64" if self.typed else None)
+
+    def f32(self, v: float) -> A.FloatAttr:
+        return A.FloatAttr.of(v, "Float" if self.typed else None)
+
+    def f64(self, v: float) -> A.FloatAttr:
+        return A.FloatAttr.of(v, "Double" if self.typed else None)
+
+    def fill_value(self, v: float) -> A.FloatAttr:
+        """``pd_op.full``'s value: (Double) in 2024 dumps, (Float) in 2023 ones."""
+        return self.f64(v) if self.style.double_fill else self.f32(v)
+
+    @staticmethod
+    def bool(v: bool) -> A.BoolAttr:
+        return A.BoolAttr(bool(v))
+
+    @staticmethod
+    def bools(vs: Iterable[bool]) -> A.ArrayAttr:
+        return A.ArrayAttr(tuple(A.BoolAttr(bool(v)) for v in vs))
+
+    @staticmethod
+    def str(s: str) -> A.StrAttr:
+        return A.StrAttr.of(s)
+
+    def dtype(self, name: str) -> A.Attribute:
+        return A.DataTypeAttr(name, True) if self.typed else A.IdentAttr(name)
+
+    def place(self, text: str) -> A.PlaceAttr:
+        return A.PlaceAttr(text, self.typed)
+
+    def int_array(self, vals: Sequence[int]) -> A.Attribute:
+        """An IntArray attribute (``shape``, ``axis`` of full/sum...)."""
+        if self.typed:
+            return A.IntArrayAttr(tuple(int(v) for v in vals), True)
+        return A.ArrayAttr(tuple(A.IntAttr(int(v)) for v in vals))
+
+    def i32s(self, vals: Sequence[int]) -> A.ArrayAttr:
+        return A.ArrayAttr(tuple(self.i32(v) for v in vals))
+
+    def i64s(self, vals: Sequence[int]) -> A.ArrayAttr:
+        return A.ArrayAttr(tuple(self.i64(v) for v in vals))
+
+    # -- dist attributes ---------------------------------------------------------------------
+    def tensor_dist(self, mesh: ProcessMesh, dims_mapping: Sequence[int],
+                    partial: Iterable[tuple[int, str]] = ()) -> TensorDistAttr:
+        return TensorDistAttr(mesh, tuple(dims_mapping), tuple(partial), form=self.style.dist_form,
+                              placements_shown=self.style.placements)
+
+    def from_placements(self, mesh: ProcessMesh, placements: Sequence[Placement], ndim: int) -> TensorDistAttr:
+        d = TensorDistAttr.from_placements(mesh, placements, ndim)
+        return d.with_(form=self.style.dist_form, placements_shown=self.style.placements, given=d.given)
+
+    def restyle(self, d: TensorDistAttr | VecDistAttr) -> TensorDistAttr | VecDistAttr:
+        if isinstance(d, VecDistAttr):
+            return VecDistAttr(tuple(self.restyle(x) for x in d.items))  # type: ignore[misc]
+        if d.is_empty:
+            return d
+        return d.with_(form=self.style.dist_form, placements_shown=self.style.placements, given=d.given)
+
+    def op_dist(self, mesh: ProcessMesh, operands: Sequence = (), results: Sequence = ()) -> OperationDistAttr:
+        return OperationDistAttr(mesh, tuple(self.restyle(x) for x in operands),
+                                 tuple(self.restyle(x) for x in results),
+                                 -1 if self.style.chunk_id else None)
+
+    def dist_type(self, shape: Sequence[int], dtype: str, dist: TensorDistAttr) -> DistTensorType:
+        return DistTensorType(tuple(shape), dtype, self.restyle(dist))  # type: ignore[arg-type]
+
+    def dense_type(self, shape: Sequence[int], dtype: str) -> DenseTensorType:
+        return DenseTensorType(tuple(shape), dtype, self.style.tensor_prefix)
+
+    # -- ops ---------------------------------------------------------------------------------
+    @staticmethod
+    def op(name: str, operands: Sequence[Value | None] = (), result_types: Sequence[Type] = (),
+           attrs: Mapping[str, A.Attribute] | None = None) -> Operation:
+        return Operation(name, operands, result_types, dict(attrs or {}))
+
+
+class Inserter:
+    """Inserts new ops one after another at a fixed point of a block (before ``anchor``)."""
+
+    def __init__(self, block: Block, anchor: Operation | None) -> None:
+        self.block = block
+        self.index = block.index(anchor) if anchor is not None else len(block.ops)
+
+    def insert(self, op: Operation) -> Operation:
+        if op.indent is None and self.block.ops:
+            ref = self.block.ops[min(self.index, len(self.block.ops) - 1)]
+            op.indent = ref.indent
+        self.block.insert(self.index, op)
+        self.index += 1
+        return op
