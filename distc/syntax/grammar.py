@@ -323,16 +323,42 @@ def _split_shape(tok) -> tuple[tuple[int, ...], str]:
     return tuple(dims), "x".join(parts[i:])
 
 
+def _cache_path(text: str) -> str | bool:
+    """Lark caches its LALR tables; the file name carries the grammar's and Lark's versions."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    d = os.path.join(base, "distc")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError:
+        return False
+    if not os.access(d, os.W_OK):
+        return False
+    h = hashlib.sha256((text + lark.__version__).encode()).hexdigest()[:16]
+    return os.path.join(d, f"pir-lark-{h}.cache")
+
+
 @functools.lru_cache(maxsize=None)
 def lark_parser() -> Lark:
-    return Lark(
-        grammar_path().read_text(),
+    text = grammar_path().read_text()
+    opts = dict(
         parser="lalr",
         lexer="contextual",
         start=["start", "type_list", "attr", "attr_dict"],
         transformer=LeafTransformer(),
         maybe_placeholders=True,
     )
+    cache = _cache_path(text)
+    if cache:
+        try:
+            return Lark(text, cache=cache, **opts)
+        except Exception:  # noqa: BLE001 - a broken cache file must never stop parsing
+            pass
+    return Lark(text, **opts)
 
 
 def lark_errors(e: Exception) -> DiagnosticError:

@@ -117,7 +117,40 @@ _REGION_OP = re.compile(
 _CLOSE = re.compile(r"[ \t]*\}[ \t]*")
 _ELSE = re.compile(r"[ \t]*\} else \{[ \t]*")
 _TRIVIA = re.compile(r"[ \t]*(//.*)?")
-_SIMPLE_ITEM = re.compile(r'([A-Za-z_]\w*):(?:"((?:[^"\\\n]|\\.)*)"|(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*)\])')
+_SIMPLE_ITEM = re.compile(
+    r'([A-Za-z_]\w*):(?:"((?:[^"\\]|\\.)*)"|(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*)\]'
+    r'|\[(-?\d+(?:,-?\d+)*)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
+    r'|([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+](?:inf|nan)))',
+    re.S,
+)
+
+
+def _simple_item(item: str):
+    """The common attribute forms, read without the grammar (same values as the grammar gives)."""
+    m = _SIMPLE_ITEM.fullmatch(item)
+    if m is None:
+        return None
+    key = m.group(1)
+    if key == "op_dist_attr":
+        return None
+    s, i, b, bl, il, pl, name, num = m.group(2, 3, 4, 5, 6, 7, 8, 9)
+    if s is not None:
+        return key, A.StrAttr(s)
+    if i is not None:
+        return key, _number(i)
+    if b is not None:
+        return key, A.BoolAttr(b == "true")
+    if bl is not None:
+        return key, A.ArrayAttr(tuple(A.BoolAttr(x == "true") for x in bl.split(",")))
+    if pl is not None:
+        return key, A.PlaceAttr(pl, tagged=False)
+    if name is not None:
+        return key, A.IdentAttr(name)
+    if num is not None:
+        return key, _number(num)
+    if il is not None:
+        return key, A.ArrayAttr(tuple(A.IntAttr(int(x)) for x in il.split(",")))
+    return key, A.ArrayAttr(())
 
 
 class FastParser:
@@ -158,21 +191,8 @@ class FastParser:
         return d
 
     def _item(self, item: str) -> tuple:
-        m = _SIMPLE_ITEM.fullmatch(item)
-        if m is not None:
-            key = m.group(1)
-            if key == "op_dist_attr":
-                raise _Fallback
-            s, i, b, bl = m.group(2, 3, 4, 5)
-            if s is not None:
-                return key, A.StrAttr(s)
-            if i is not None:
-                kv = key, _number(i)
-            elif b is not None:
-                kv = key, A.BoolAttr(b == "true")
-            else:
-                kv = key, A.ArrayAttr(tuple(A.BoolAttr(x == "true") for x in bl.split(",")))
-        else:
+        kv = _simple_item(item)
+        if kv is None:
             k, v, _tok = self._lark.parse(item, start="attr")
             kv = k, v
         if len(self.items) < 100_000:
@@ -184,28 +204,26 @@ class FastParser:
         """Split an attribute dict body at its top-level commas."""
         if not text:
             return []
-        out = []
-        # op_dist_attr values hold no strings: find their end by counting braces only
-        start = 0
-        pos = 0
-        n = len(text)
+        i = text.find("op_dist_attr:{")
+        if i < 0 or (i > 0 and text[i - 1] != ","):
+            return _split_general(text)
+        # op_dist_attr holds no strings: its end is found by counting braces alone
         depth = 0
-        while pos < n:
-            m = _SCAN.search(text, pos)
-            if m is None:
-                break
-            c = m.group()
-            pos = m.end()
-            if c[0] == '"':
-                continue
-            if c in "{[(<":
+        j = -1
+        for m in _BRACES.finditer(text, i + 13):
+            if m.group() == "{":
                 depth += 1
-            elif c in "}])>":
+            else:
                 depth -= 1
-            elif c == "," and depth == 0:
-                out.append(text[start:m.start()])
-                start = pos
-        out.append(text[start:])
+                if depth == 0:
+                    j = m.end()
+                    break
+        if j < 0 or (j < len(text) and text[j] != ","):
+            return _split_general(text)
+        out = _split_general(text[: i - 1]) if i > 0 else []
+        out.append(text[i:j])
+        if j < len(text):
+            out.extend(_split_general(text[j + 1:]))
         return out
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
@@ -320,6 +338,28 @@ class FastParser:
 
 
 _SCAN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()<>,]')
+_BRACES = re.compile(r"[{}]")
+
+
+def _split_general(text: str) -> list[str]:
+    if "," not in text:
+        return [text] if text else []
+    out = []
+    start = 0
+    depth = 0
+    for m in _SCAN.finditer(text):
+        c = m.group()
+        if c[0] == '"':
+            continue
+        if c in "{[(<":
+            depth += 1
+        elif c in "}])>":
+            depth -= 1
+        elif depth == 0:
+            out.append(text[start:m.start()])
+            start = m.end()
+    out.append(text[start:])
+    return out
 
 
 def _vname(tok: str) -> str:

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Generate stage1 (ZeRO-1) pipeline snapshots with real PaddlePaddle 3.3.1 (CPU).
+
+Same scheme as shared/corpus/paddle-3.3.1/stage1: CASE.sS.rR.SNAPSHOT.ir with SNAPSHOT in
+  startup.before, before_partition, after_reshard, after_remove, dense,
+  startup_after_remove, startup_after_reshard, startup_final
+or CASE.sS.rR.error.txt (last line of the exception) when Paddle refuses the case.
+
+Usage (throwaway venv with paddlepaddle==3.3.1 and numpy<2.3):
+  /tmp/paddle/bin/python gen_stage1.py                   # all cases -> ./stage1/
+  /tmp/paddle/bin/python gen_stage1.py --verify CORPUS   # rank-0 corpus cases into a temp dir,
+                                                         # diffed against CORPUS (ring ids renamed)
+  /tmp/paddle/bin/python gen_stage1.py --out DIR [CASE...]
+  /tmp/paddle/bin/python gen_stage1.py --list            # markdown table of the cases
+
+Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
+PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
+The module is also imported by bench/gen_big.py (build_and_capture()).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "stage1")
+
+SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "after_remove", "dense",
+             "startup_after_remove", "startup_after_reshard", "startup_final"]
+
+
+# ----------------------------------------------------------------------------- cases
+# mesh: nested process ids; dims: mesh dim names; widths: Linear sizes (16,32,16 is
+# Linear(16,32) -> relu -> Linear(32,16)); mp: mesh dim name for tensor parallelism (first
+# weight Shard(1), second Shard(0), alternating for deeper MLPs) or None; opt: optimizer.
+
+def C(mesh, dims, widths=(16, 32, 16), mp=None, opt="adamw", ranks=(0,), stages=("s0", "s1"),
+      batch=4):
+    return dict(mesh=mesh, dims=list(dims), widths=list(widths), mp=mp, opt=opt, ranks=list(ranks),
+                stages=list(stages), batch=batch)
+
+
+CORPUS_CASES = {
+    "mlp_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3)),
+    "mlp_dp4_adamw": C([0, 1, 2, 3], ["dp"], ranks=(0, 1, 2, 3)),
+    "mlp_dp2_sgd": C([0, 1], ["dp"], opt="sgd", ranks=(0, 1)),
+}
+
+NEW_CASES = {
+    # dp is the second mesh dim
+    "mlp_mp2dp2_adamw": C([[0, 1], [2, 3]], ["mp", "dp"], mp="mp", ranks=(0, 1, 2, 3)),
+    # 3-D mesh: dp x mp x sep-like third dim that nothing is sharded over
+    "mlp_dp2mp2x2_adamw": C([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], ["dp", "mp", "x"], mp="mp",
+                            ranks=(0, 3, 5)),
+    # uneven: 15 and 30 do not divide by 4 (ZeRO-1 shards moments over dp4)
+    "mlp15_dp4_adamw": C([0, 1, 2, 3], ["dp"], widths=(15, 30, 15), ranks=(0, 1, 3)),
+    "mlp15_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], widths=(15, 30, 15), mp="mp",
+                            ranks=(0, 3)),
+    # deeper MLP: 4 Linear layers
+    "mlp4l_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], widths=(16, 32, 32, 32, 16), mp="mp",
+                            ranks=(0, 1)),
+    # other optimizers
+    # (Paddle 3.3.1 refuses these in dist.shard_optimizer, with or without ShardingStage1)
+    "mlp_dp2mp2_adam": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", opt="adam"),
+    "mlp_dp2mp2_momentum": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", opt="momentum"),
+    "mlp_dp4_momentum": C([0, 1, 2, 3], ["dp"], opt="momentum"),
+}
+
+CASES = dict(CORPUS_CASES, **NEW_CASES)
+
+
+# ----------------------------------------------------------------------------- capture
+
+def build_and_capture(spec, stage, snapshot_cb, timings=None):
+    """Build spec's model through Paddle's pipeline; call snapshot_cb(name, program) at each
+    snapshot. If `timings` is a dict, the wall time of apply_partition_pass and of the
+    first ReshardPasses.apply_reshard_pass (main program) are stored in it.
+    PADDLE_TRAINER_ID must be set before paddle is imported."""
+    import time
+
+    import numpy as np
+    import paddle
+    import paddle.distributed as dist
+    from paddle.distributed.auto_parallel.static import engine as engine_mod
+    from paddle.distributed.auto_parallel.static import helper as helper_mod
+    from paddle.distributed.auto_parallel.static import pir_pass
+
+    paddle.seed(2024)
+    np.random.seed(2024)
+    mesh = dist.ProcessMesh(spec["mesh"], dim_names=spec["dims"])
+    widths = spec["widths"]
+    mp = spec["mp"]
+    ndim = len(spec["dims"])
+
+    def wplace(i):
+        pl = [dist.Replicate() for _ in range(ndim)]
+        if mp is not None:
+            pl[spec["dims"].index(mp)] = dist.Shard(1 if i % 2 == 0 else 0)
+        return pl
+
+    class MLP(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.layers = paddle.nn.LayerList()
+            for i in range(len(widths) - 1):
+                lin = paddle.nn.Linear(widths[i], widths[i + 1])
+                lin.weight = dist.shard_tensor(lin.weight, mesh, wplace(i))
+                self.layers.append(lin)
+
+        def forward(self, x):
+            n = len(self.layers)
+            for i, lin in enumerate(self.layers):
+                x = lin(x)
+                if i < n - 1:
+                    x = paddle.nn.functional.relu(x)
+            # The corpus programs hold a `pd_op.scale` by 1 (struct_name "/MLP/") after the
+            # last Linear; a scalar multiply by 1.0 reproduces it exactly.
+            return x * 1.0
+
+    class DS(paddle.io.Dataset):
+        def __init__(self, n):
+            self.x = np.random.rand(n, widths[0]).astype("float32")
+            self.y = np.random.rand(n, widths[-1]).astype("float32")
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+        def __len__(self):
+            return len(self.x)
+
+    model = MLP()
+    params = model.parameters()
+    opt_name = spec["opt"]
+    if opt_name == "adamw":
+        opt = paddle.optimizer.AdamW(learning_rate=0.01, parameters=params)
+    elif opt_name == "adam":
+        opt = paddle.optimizer.Adam(learning_rate=0.01, parameters=params)
+    elif opt_name == "sgd":
+        opt = paddle.optimizer.SGD(learning_rate=0.01, parameters=params)
+    elif opt_name == "momentum":
+        opt = paddle.optimizer.Momentum(learning_rate=0.01, momentum=0.9, parameters=params)
+    else:
+        raise ValueError(opt_name)
+    if stage == "s1":
+        opt = dist.shard_optimizer(opt, dist.ShardingStage1("dp", mesh))
+    else:
+        opt = dist.shard_optimizer(opt)
+    loader = paddle.io.DataLoader(DS(4 * spec["batch"]), batch_size=spec["batch"])
+    dloader = dist.shard_dataloader(loader, meshes=[mesh], shard_dims="dp")
+
+    # ---- wrap the pipeline functions to take snapshots
+    state = {"main": None, "reshard_calls": 0}
+    orig_partition = engine_mod.apply_partition_pass
+    orig_reshard = pir_pass.ReshardPasses.apply_reshard_pass
+    orig_remove = pir_pass.RemovePasses.apply_all
+
+    def partition(program, *a, **k):
+        state["main"] = program
+        snapshot_cb("before_partition", program)
+        t = time.perf_counter()
+        r = orig_partition(program, *a, **k)
+        if timings is not None:
+            timings["partition"] = time.perf_counter() - t
+        return r
+
+    def reshard(program, *a, **k):
+        t = time.perf_counter()
+        r = orig_reshard(program, *a, **k)
+        dt = time.perf_counter() - t
+        if program is state["main"]:
+            if timings is not None:
+                timings["reshard"] = dt
+            snapshot_cb("after_reshard", program)
+        else:
+            snapshot_cb("startup_after_reshard", program)
+        return r
+
+    def remove(program, startup, *a, **k):
+        r = orig_remove(program, startup, *a, **k)
+        snapshot_cb("after_remove", program)
+        snapshot_cb("startup_after_remove", startup)
+        return r
+
+    class FakeExecutor:
+        def __init__(self, *a, **k):
+            pass
+
+        def run(self, program, *a, **k):
+            snapshot_cb("startup_final", program)
+
+        def _set_plan(self, *a, **k):
+            pass
+
+    engine_mod.apply_partition_pass = partition
+    pir_pass.ReshardPasses.apply_reshard_pass = staticmethod(reshard)
+    pir_pass.RemovePasses.apply_all = staticmethod(remove)
+    paddle.static.Executor = FakeExecutor
+    engine_mod.Engine._init_comm = lambda self: None
+    helper_mod.ProgramHelper.init_pir = lambda self, *a, **k: None
+
+    dm = dist.to_static(model, dloader, paddle.nn.MSELoss(), opt)
+    eng = dm._engine
+    eng._build("train")
+    snapshot_cb("startup.before", eng._startup_progs["train"])
+    eng._parallel_pir("train")
+    snapshot_cb("dense", eng._pir_dense_main_progs["train"])
+    eng._initialize("train")
+
+
+# ----------------------------------------------------------------------------- worker
+
+def _last_line(e):
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+def worker(case, stage, rank, outdir):
+    assert os.environ.get("PADDLE_TRAINER_ID") == str(rank)
+    base = os.path.join(outdir, f"{case}.{stage}.r{rank}")
+    got = {}
+
+    def cb(name, program):
+        if name not in got:  # first occurrence wins
+            got[name] = str(program)
+
+    try:
+        build_and_capture(CASES[case], stage, cb)
+    except Exception as e:
+        # Paddle refused: keep its message, and the snapshots taken before the failure
+        # (e.g. before_partition), which are still valid inputs for distc.
+        with open(base + ".error.txt", "w", encoding="utf-8") as f:
+            f.write(_last_line(e) + "\n")
+    else:
+        missing = [s for s in SNAPSHOTS if s not in got]
+        assert not missing, missing
+    for s in SNAPSHOTS:
+        if s not in got:
+            continue
+        with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
+            t = got[s]
+            f.write(t if t.endswith("\n") else t + "\n")
+
+
+# ----------------------------------------------------------------------------- driver
+
+def run_worker(case, stage, rank, outdir):
+    env = dict(os.environ)
+    env.update(PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+               GLOG_minloglevel="2")
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", case, stage, str(rank),
+                        outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        fatal = re.findall(r"(FatalError: `[^`]*` is detected by the operating system\.)", p.stdout)
+        msg = fatal[-1] if fatal else f"process exited with {p.returncode}: {p.stdout.strip()[-300:]}"
+        print(f"  CRASH {case}.{stage}.r{rank}: {msg}", flush=True)
+        with open(os.path.join(outdir, f"{case}.{stage}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
+            f.write("CRASH: " + msg.splitlines()[-1] + "\n")
+
+
+def canon(text):
+    m = {}
+    return re.sub(r"ring_id:(\d+)", lambda g: "ring_id:R%d" % m.setdefault(g.group(1), len(m)), text)
+
+
+def verify(corpus_dir):
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for case, spec in CORPUS_CASES.items():
+            for stage in spec["stages"]:
+                run_worker(case, stage, 0, tmp)
+        ours = sorted(os.listdir(tmp))
+        theirs = sorted(f for f in os.listdir(corpus_dir) if ".r0." in f)
+        if ours != theirs:
+            print("file sets differ:", sorted(set(ours) ^ set(theirs)))
+            bad += 1
+        exact = 0
+        for f in sorted(set(ours) & set(theirs)):
+            a = open(os.path.join(tmp, f), encoding="utf-8").read()
+            b = open(os.path.join(corpus_dir, f), encoding="utf-8").read()
+            exact += a == b
+            if canon(a) != canon(b):
+                print("DIFF", f)
+                bad += 1
+        print(f"verified {len(ours)} files against {corpus_dir}: {bad} mismatches, "
+              f"{exact} byte-identical including ring ids")
+    return bad == 0
+
+
+def table():
+    print("| case | mesh | dim names | Linear widths | mp dim | optimizer | stages | ranks |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case, s in CASES.items():
+        ranks = [r for r in s["ranks"] if not (case in CORPUS_CASES and r == 0)]
+        print(f"| `{case}` | `{s['mesh']}` | {','.join(s['dims'])} | {'-'.join(map(str, s['widths']))} | "
+              f"{s['mp'] or '-'} | {s['opt']} | {','.join(s['stages'])} | {','.join(map(str, ranks))} |")
+
+
+def main(argv):
+    if argv[:1] == ["--worker"]:
+        worker(argv[1], argv[2], int(argv[3]), argv[4])
+        return 0
+    if argv[:1] == ["--verify"]:
+        return 0 if verify(argv[1]) else 1
+    if argv[:1] == ["--list"]:
+        table()
+        return 0
+    out = OUT
+    if argv[:1] == ["--out"]:
+        out, argv = argv[1], argv[2:]
+    os.makedirs(out, exist_ok=True)
+    for case in argv or list(CASES):
+        spec = CASES[case]
+        for stage in spec["stages"]:
+            for r in spec["ranks"]:
+                if case in CORPUS_CASES and r == 0:
+                    continue  # identical to the shared corpus (checked by --verify)
+                print(f"{case} {stage} rank {r}", flush=True)
+                run_worker(case, stage, r, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
