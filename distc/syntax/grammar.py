@@ -178,7 +178,7 @@ class LeafTransformer(Transformer):
         return ("partial", (int(dim), str(red)), dim)
 
     def f_placements(self, items):
-        return ("placements", tuple(i for i in items if i is not None), None)
+        return ("placements", tuple(i for i in items[1:] if i is not None), items[0])
 
     def placement(self, items):
         name, key, val = (list(items) + [None, None])[:3]
@@ -378,6 +378,11 @@ def lark_errors(e: Exception) -> DiagnosticError:
         if tok.type == "$END":
             return DiagnosticError(f"unexpected end of input{_expected(e.expected)}", e.line if e.line != -1 else None,
                                    e.column if e.column != -1 else None)
+        if tok.type == "BANNER":  # text where no token fits: name its first character
+            ch = str(tok)[0]
+            if ch == '"':
+                return DiagnosticError("unterminated string", tok.line, tok.column)
+            return DiagnosticError(f"unexpected character {ch!r}{_expected(e.expected)}", tok.line, tok.column)
         return DiagnosticError(f"unexpected {_describe(tok)}{_expected(e.expected)}", tok.line, tok.column)
     if isinstance(e, UnexpectedInput):
         return DiagnosticError(str(e).split("\n")[0], getattr(e, "line", None), getattr(e, "column", None))
@@ -389,16 +394,31 @@ _SPELL = {
     "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
     "VALUE": "a value (%name)", "STRING": "a string", "NUMBER": "a number", "NAME": "a name",
     "SHAPE": "a shape (like 4x8xf32)", "NULL_VALUE": "<<NULL VALUE>>", "NULL_TYPE": "<<NULL TYPE>>",
-    "DENSE_OPEN": "a tensor type", "DIST_OPEN": "pd_dist.tensor<", "__ANON_0": "'->'", "$END": "end of input",
+    "DENSE_OPEN": "a tensor type", "DIST_OPEN": "pd_dist.tensor<", "$END": "end of input",
+    "BANNER": "a banner line", "ANGLED": "'<...>'", "PAREN_HEX": "'(0x...)'", "PLACE": "Place(...)",
+    "HEX": "a hex number", "OD_KEY": "operand(i)/result(i)", "OPAQUE_TYPE": "a type", "INT": "an integer",
+    "REGION_SEP": "'else'", "MESH_SHAPE": "mesh_shape", "PROCESS_IDS": "process_ids",
+    "DIMS_MAPPINGS": "dims_mappings", "DIMS_MAPING": "dims_maping", "CIRCUMFLEX": "'^'",
 }
 
 
 def _spell(name: str) -> str:
     if name in _SPELL:
         return _SPELL[name]
+    lit = _literal(name)
+    if lit is not None:
+        return f"'{lit}'"
     if name.startswith("__ANON") or name.isupper():
         return name.lower()
     return name
+
+
+def _literal(name: str) -> str | None:
+    """The text of an anonymous string terminal ('->', 'true', ...)."""
+    for t in lark_parser().terminals:
+        if t.name == name and t.pattern.type == "str":
+            return t.pattern.value
+    return None
 
 
 def _expected(exp) -> str:

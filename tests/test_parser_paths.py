@@ -1,0 +1,128 @@
+"""The fast line parser and the full Lark grammar build identical IR."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import distc
+from distc.syntax.parser import FastParser, detect_style
+from distc.syntax.printer import print_program
+
+from conftest import DATA, ir_files
+from irutil import structure
+
+FILES = ir_files("corpus", "oracle/syntax") + ir_files("oracle/stage1")[::10] + ir_files("oracle/reshard")[::25]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(DATA)))
+def test_fast_and_full_paths_agree(path):
+    s = path.read_text()
+    full = distc.parse(s, fast=False)
+    if "pd_op.while" in s or "^kw:" in s:
+        # while loops and block-argument lines are read by the grammar alone
+        assert distc.parse(s).block is not None
+        return
+    fast = _fast_only(s)
+    assert structure(fast) == structure(full)
+    assert fast.style == full.style
+
+
+def _fast_only(text):
+    """The fast path alone (no silent fallback to the grammar)."""
+    prog = FastParser().parse(text, None)
+    prog.style = detect_style(text, prog)
+    return prog
+
+
+# ---------------------------------------------------------------------------- generated op lines
+DTYPES = ["f32", "f16", "bf16", "i64", "i32", "b", "f64"]
+
+
+def _tensor(shape, dtype, prefix):
+    return f"{prefix}<{''.join(f'{d}x' for d in shape)}{dtype}>"
+
+
+@st.composite
+def dist_type(draw, shape, dtype):
+    mesh = draw(st.sampled_from([(2,), (4,), (2, 2), (2, 1, 2)]))
+    n = 1
+    for m in mesh:
+        n *= m
+    ids = list(range(n))
+    dm = [draw(st.integers(-1, len(mesh) - 1)) for _ in shape]
+    # one tensor axis per mesh dim
+    seen = set()
+    for i, d in enumerate(dm):
+        if d in seen:
+            dm[i] = -1
+        seen.add(d)
+    free = [m for m in range(len(mesh)) if m not in dm]
+    partial = sorted(draw(st.sets(st.sampled_from(free), max_size=len(free)))) if free else []
+    red = draw(st.sampled_from(["SUM", "AVG", "MAX"]))
+    text = (f"mesh_shape:[{','.join(map(str, mesh))}],process_ids:[{','.join(map(str, ids))}],"
+            f"dims_mappings:[{','.join(map(str, dm))}]")
+    if partial:
+        text += ", " + ",".join(f"partial({p},{red})" for p in partial)
+    pl = []
+    for m in range(len(mesh)):
+        if m in dm:
+            pl.append(f"Shard(dim={dm.index(m)})")
+        elif m in partial:
+            pl.append(f"Partial(reduce_type={red})")
+        else:
+            pl.append("Replicate()")
+    text += ", placements:[" + ", ".join(pl) + "]"
+    return f"pd_dist.tensor<{''.join(f'{d}x' for d in shape)}{dtype}, {text}>"
+
+
+STRINGS = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters='\\"\n\r'), max_size=8)
+
+ATTR_VALUES = st.one_of(
+    st.booleans().map(lambda b: "true" if b else "false"),
+    st.integers(-(2**40), 2**40).map(str),
+    st.sampled_from(["1e-08", "0.999", "-2.25e-07", "3e+10", "nan", "-inf", "0.5"]),
+    STRINGS.map(lambda s: f'"{s}"'),
+    st.lists(st.booleans(), max_size=3).map(lambda xs: "[" + ",".join("true" if x else "false" for x in xs) + "]"),
+    st.lists(st.integers(-5, 5), max_size=4).map(lambda xs: "[" + ",".join(map(str, xs)) + "]"),
+    st.sampled_from(["float32", "Place(cpu)", "Place(gpu:0)", "(Int32)36", "(Int64)-1", "(Double)0.9",
+                     "(pd_op.DataType)float32", "(pd_op.IntArray)[2,4]", "(pd_op.Place)Place(undefined:0)",
+                     "<backend:CPU|layout:NCHW|dtype:float32>", '"we\\"ird"']),
+)
+
+
+@st.composite
+def program(draw):
+    prefix = draw(st.sampled_from(["tensor", "builtin.tensor"]))
+    lines = ["{"]
+    values = []  # (name, type text)
+    for i in range(draw(st.integers(1, 6))):
+        nres = draw(st.integers(0, 2))
+        ops = draw(st.lists(st.sampled_from(values), max_size=3)) if values else []
+        has_null = draw(st.booleans())
+        operand_txt = [f"%{n}" for n, _ in ops] + (["<<NULL VALUE>>"] if has_null else [])
+        in_types = [t for _, t in ops] + (["<<NULL TYPE>>"] if has_null else [])
+        keys = sorted(draw(st.sets(st.sampled_from(["a", "b_c", "dtype", "name", "ring_id", "shape", "value"]), max_size=4)))
+        attrs = ",".join(f"{k}:{draw(ATTR_VALUES)}" for k in keys)
+        out_types = []
+        for _ in range(nres):
+            shape = draw(st.lists(st.integers(1, 9), max_size=3))
+            dtype = draw(st.sampled_from(DTYPES))
+            out_types.append(draw(dist_type(shape, dtype)) if draw(st.booleans()) else _tensor(shape, dtype, prefix))
+        names = [str(len(values) + k) for k in range(nres)]
+        name = draw(st.sampled_from(["pd_op.relu", "dist_op.reshard", "add(phi_kernel)", "pd_op.adamw_"]))
+        oid = f" [id:{draw(st.integers(0, 999))}]" if draw(st.booleans()) else ""
+        lines.append(f'    ({", ".join("%" + n for n in names)}) = "{name}"{oid} ({", ".join(operand_txt)}) '
+                     f'{{{attrs}}} : ({", ".join(in_types)}) -> {", ".join(out_types)}')
+        values.extend(zip(names, out_types))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program())
+def test_generated_programs_roundtrip_and_paths_agree(text):
+    fast = _fast_only(text)
+    full = distc.parse(text, fast=False)
+    assert structure(fast) == structure(full)
+    assert str(fast) == text
+    assert print_program(full, canonical=True) == text
