@@ -103,16 +103,19 @@ class Maker:
 
 
 class Inserter:
-    """Inserts new ops one after another at a fixed point of a block (before ``anchor``)."""
+    """Inserts new ops one after another at a fixed point of a block (before ``anchor``, or at the
+    end when ``anchor`` is None).  New ops take the indentation of their neighbours."""
 
     def __init__(self, block: Block, anchor: Operation | None) -> None:
         self.block = block
-        self.index = block.index(anchor) if anchor is not None else len(block.ops)
+        self.anchor = anchor
 
     def insert(self, op: Operation) -> Operation:
-        if op.indent is None and self.block.ops:
-            ref = self.block.ops[min(self.index, len(self.block.ops) - 1)]
+        ref = self.anchor if self.anchor is not None else self.block.last
+        if op.indent is None and ref is not None:
             op.indent = ref.indent
-        self.block.insert(self.index, op)
-        self.index += 1
+        if self.anchor is None:
+            self.block.append(op)
+        else:
+            self.block.insert_before(self.anchor, op)
         return op

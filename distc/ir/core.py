@@ -107,7 +107,7 @@ class BlockArgument(Value):
 class Operation:
     __slots__ = (
         "name", "op_id", "_operands", "operand_keywords", "results", "_attrs", "regions", "parent",
-        "loc", "src", "indent", "pre", "dirty", "sig", "__weakref__",
+        "loc", "src", "indent", "pre", "dirty", "sig", "_prev", "_next", "__weakref__",
     )
 
     def __init__(
@@ -138,6 +138,8 @@ class Operation:
         self.pre: list[str] = []  # comment and blank lines before the op
         self.dirty = True
         self.sig = sig  # "full": ': (in) -> out'; "results": '-> out' only (pd_op.if)
+        self._prev: Operation | None = None  # neighbours in the parent block's list
+        self._next: Operation | None = None
         for v in operands:
             self._add_operand(v)
         for r in regions:
@@ -264,6 +266,14 @@ class Operation:
                 user.set_operand(idx, None)
         self.erase()
 
+    @property
+    def prev(self) -> "Operation | None":
+        return self._prev
+
+    @property
+    def next(self) -> "Operation | None":
+        return self._next
+
     def walk(self) -> Iterator["Operation"]:
         yield self
         for region in self.regions:
@@ -276,10 +286,17 @@ class Operation:
 
 
 class Block:
-    __slots__ = ("ops", "args", "parent", "post", "arg_src", "dirty", "indent")
+    """An ordered list of ops, kept as a doubly linked list so that inserting next to an op and
+    removing one are O(1) however large the program.  ``block.ops`` gives a list snapshot (cached
+    until the block changes; do not mutate it)."""
+
+    __slots__ = ("_first", "_last", "_len", "_cache", "args", "parent", "post", "arg_src", "dirty", "indent")
 
     def __init__(self, ops: Iterable[Operation] = ()) -> None:
-        self.ops: list[Operation] = []
+        self._first: Operation | None = None
+        self._last: Operation | None = None
+        self._len = 0
+        self._cache: list[Operation] | None = []
         self.args: list[BlockArgument] = []
         self.parent: Region | None = None
         self.post: list[str] = []  # comment/blank lines before the block's closing line
@@ -289,6 +306,18 @@ class Block:
         for op in ops:
             self.append(op)
 
+    @property
+    def ops(self) -> list[Operation]:
+        c = self._cache
+        if c is None:
+            c = []
+            op = self._first
+            while op is not None:
+                c.append(op)
+                op = op._next
+            self._cache = c
+        return c
+
     def add_argument(self, type: Type, name: str | None = None, keyword: str | None = None,
                      attrs: Mapping[str, Attribute] | None = None) -> BlockArgument:
         a = BlockArgument(self, len(self.args), type, name, keyword, attrs)
@@ -296,41 +325,89 @@ class Block:
         self.dirty = True
         return a
 
-    def append(self, op: Operation) -> Operation:
+    def _link(self, op: Operation, prev: Operation | None, nxt: Operation | None) -> Operation:
+        if op.parent is not None:
+            raise ValueError(f"{op!r} is already in a block")
         op.parent = self
-        self.ops.append(op)
+        op._prev = prev
+        op._next = nxt
+        if prev is None:
+            self._first = op
+        else:
+            prev._next = op
+        if nxt is None:
+            self._last = op
+        else:
+            nxt._prev = op
+        self._len += 1
+        self._cache = None
         return op
+
+    def append(self, op: Operation) -> Operation:
+        return self._link(op, self._last, None)
+
+    def prepend(self, op: Operation) -> Operation:
+        return self._link(op, None, self._first)
 
     def index(self, op: Operation) -> int:
-        for i, o in enumerate(self.ops):
-            if o is op:
-                return i
-        raise ValueError(f"{op!r} is not in this block")
+        if op.parent is not self:
+            raise ValueError(f"{op!r} is not in this block")
+        i = 0
+        o = self._first
+        while o is not op:
+            o = o._next  # type: ignore[union-attr]
+            i += 1
+        return i
 
     def insert(self, index: int, op: Operation) -> Operation:
-        op.parent = self
-        self.ops.insert(index, op)
-        return op
+        if index >= self._len:
+            return self.append(op)
+        return self.insert_before(self.ops[index], op)
 
-    def insert_before(self, anchor: Operation, *ops: Operation) -> None:
-        i = self.index(anchor)
-        for k, op in enumerate(ops):
-            self.insert(i + k, op)
+    def insert_before(self, anchor: Operation, *ops: Operation) -> Operation:
+        if anchor.parent is not self:
+            raise ValueError(f"{anchor!r} is not in this block")
+        for op in ops:
+            self._link(op, anchor._prev, anchor)
+        return ops[-1] if ops else anchor
 
-    def insert_after(self, anchor: Operation, *ops: Operation) -> None:
-        i = self.index(anchor) + 1
-        for k, op in enumerate(ops):
-            self.insert(i + k, op)
+    def insert_after(self, anchor: Operation, *ops: Operation) -> Operation:
+        if anchor.parent is not self:
+            raise ValueError(f"{anchor!r} is not in this block")
+        for op in ops:
+            anchor = self._link(op, anchor, anchor._next)
+        return anchor
 
     def remove(self, op: Operation) -> None:
-        del self.ops[self.index(op)]
+        if op.parent is not self:
+            raise ValueError(f"{op!r} is not in this block")
+        p, n = op._prev, op._next
+        if p is None:
+            self._first = n
+        else:
+            p._next = n
+        if n is None:
+            self._last = p
+        else:
+            n._prev = p
+        op._prev = op._next = None
         op.parent = None
+        self._len -= 1
+        self._cache = None
+
+    @property
+    def first(self) -> Operation | None:
+        return self._first
+
+    @property
+    def last(self) -> Operation | None:
+        return self._last
 
     def __iter__(self) -> Iterator[Operation]:
         return iter(self.ops)
 
     def __len__(self) -> int:
-        return len(self.ops)
+        return self._len
 
 
 class Region:
