@@ -6,6 +6,12 @@ import importlib
 
 PASS_MODULES = [
     "distc.passes.verify_pass",
+    "distc.passes.shard_optimizer",
+    "distc.passes.partition",
+    "distc.passes.remove_other_rank",
+    "distc.passes.dist_to_dense",
+    "distc.passes.shard_startup",
+    "distc.passes.reshard_pass",
 ]
 
 

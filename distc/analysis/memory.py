@@ -1,0 +1,114 @@
+"""Per-rank memory of what an optimizer update touches: parameters, gradients, optimizer states.
+
+:func:`optimizer_memory` reads the optimizer ops of a distributed program (the table in
+:mod:`distc.passes.shard_optimizer`) and sizes every value by the piece one rank holds
+(Paddle's split: ``ceil(n/p)`` elements a rank, the last ones hold less; partial values are
+full size).  Running it before and after ``shard-optimizer`` gives the ZeRO saving.
+
+Gradients are sized as the backward pass produces them (ZeRO-1 shards them only transiently,
+right before the update, so their resident size does not change in stage 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+from ..ir.core import Program, Value
+from ..ir.types import DTYPE_BYTES, DistTensorType, DenseTensorType
+
+
+def value_bytes(v: Value | None, rank: int) -> int:
+    """Bytes ``rank`` holds of value ``v`` (0 when the rank is outside its mesh)."""
+    if v is None:
+        return 0
+    t = v.type
+    if isinstance(t, DistTensorType):
+        if t.dist.mesh.process_ids and rank not in t.dist.mesh.process_ids:
+            return 0
+        shape = t.local_shape(rank)
+        if any(d < 0 for d in shape):
+            return 0
+        return prod(shape) * DTYPE_BYTES.get(t.dtype, 4)
+    if isinstance(t, DenseTensorType):
+        return t.nbytes()
+    return 0
+
+
+@dataclass
+class ParamMemory:
+    name: str
+    op: str
+    param: int = 0
+    grad: int = 0
+    states: dict[str, int] = field(default_factory=dict)  # state name -> bytes
+
+    @property
+    def state_total(self) -> int:
+        return sum(self.states.values())
+
+
+@dataclass
+class MemoryReport:
+    rank: int
+    rows: list[ParamMemory] = field(default_factory=list)
+
+    @property
+    def params(self) -> int:
+        return sum(r.param for r in self.rows)
+
+    @property
+    def grads(self) -> int:
+        return sum(r.grad for r in self.rows)
+
+    @property
+    def states(self) -> int:
+        return sum(r.state_total for r in self.rows)
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.states
+
+    def by_name(self) -> dict[str, ParamMemory]:
+        return {r.name: r for r in self.rows}
+
+
+def _source(v: Value | None) -> Value | None:
+    """Look through reshards the partition pass put in front of the update."""
+    seen = 0
+    while v is not None and v.owner is not None and v.owner.name == "dist_op.reshard" and seen < 8:
+        v = v.owner.operand(0)
+        seen += 1
+    return v
+
+
+def optimizer_memory(prog: Program, rank: int) -> MemoryReport:
+    from ..passes.shard_optimizer import BETA_POW, GRAD, MASTER, PARAM, STATE, _param_name, optimizer_sig
+
+    rep = MemoryReport(rank)
+    for op in prog.walk():
+        sig = optimizer_sig(op)
+        if sig is None:
+            continue
+        p = _source(op.operand(0))
+        row = ParamMemory(_param_name(p) if p is not None else "?", op.name)
+        for i, (role, name) in enumerate(sig.operands):
+            v = op.operand(i)
+            if role == PARAM:
+                row.param = value_bytes(_source(v), rank)
+            elif role == GRAD:
+                row.grad = value_bytes(_source(v), rank)
+            elif role in (STATE, MASTER, BETA_POW) and v is not None:
+                row.states[name] = value_bytes(v, rank)
+        rep.rows.append(row)
+    return rep
+
+
+def human(n: int) -> str:
+    """1536 -> '1.5 KiB' (exact bytes below 1 KiB)."""
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{int(x)} B" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"

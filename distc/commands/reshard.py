@@ -1,0 +1,275 @@
+"""``distc reshard``: lower the reshards of a program for one rank, or explore one reshard.
+
+    distc reshard prog.ir --rank 1 -o prog.r1.ir      # same as: distc opt -p 'reshard{rank=1}'
+    distc reshard --from s1 --to r                    # explorer: Paddle's one-reshard program
+    distc reshard --from s0,r --to r,s1 --mesh 2,2 --shape 8x12 --all-ranks --verify
+
+The lowered program goes to stdout (or ``-o``); stderr gets a summary of the communication each
+rank does (op, group, ring id, buffer, bytes sent per rank), ``--explain`` adds which reshard
+function lowered what and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from ..driver import err_console, read_text, reporting, write_output
+from ..syntax.diagnostics import DiagnosticError
+
+EPILOG = """\b
+Placements, one per mesh dim, comma-separated: r, p (= p:sum), p:avg, p:max, p:min,
+s (= s0), s0, s1, ... (Shard of that tensor axis).
+\b
+Examples:
+  distc reshard --from p --to s                       1-D mesh [0,1], 4x8 f32, rank 0
+  distc reshard --from s0,s1 --to s1,s0 --mesh 2,2 --shape 8x12 --rank 3
+  distc reshard --from s0 --to r --mesh-ids 0,1 --to-mesh-ids 2,3 --all-ranks
+  distc reshard --from p --to s1 --shape 5x7 --all-ranks --verify
+"""
+
+
+def _ints(text: str | None, what: str, sep: str = ",") -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        vals = [int(t) for t in re.split(rf"[{re.escape(sep)}\s]+", text.strip()) if t]
+    except ValueError:
+        raise click.BadParameter(f"{what}: expected integers separated by '{sep}', got {text!r}") from None
+    if not vals:
+        raise click.BadParameter(f"{what}: empty")
+    return vals
+
+
+def _mesh(shape_text, ids_text, what: str, default=None):
+    from ..passes.reshard.explore import make_mesh
+
+    shape = _ints(shape_text, f"--{what}")
+    ids = _ints(ids_text, f"--{what}-ids")
+    if shape is None and ids is None:
+        return default
+    if shape is None:
+        shape = [len(ids)]
+    if any(s < 1 for s in shape):
+        raise click.BadParameter(f"--{what}: dims must be positive")
+    return make_mesh(shape, ids)
+
+
+def _output_path(out: str, rank: int) -> str:
+    if "{rank}" in out:
+        return out.replace("{rank}", str(rank))
+    root, ext = os.path.splitext(out)
+    return f"{root}.r{rank}{ext or '.ir'}"
+
+
+@click.command("reshard", epilog=EPILOG)
+@click.argument("file", required=False)
+@click.option("--rank", type=int, default=0, show_default=True, help="the rank to lower for")
+@click.option("--all-ranks", is_flag=True, help="lower for every rank of the meshes (output per rank)")
+@click.option("-o", "--output", default=None,
+              help="output file (with --all-ranks: NAME.rR.ir per rank, or a '{rank}' pattern)")
+@click.option("--from", "src", default=None, help="explorer: source placements, e.g. 's0' or 'p,s1'")
+@click.option("--to", "dst", default=None, help="explorer: destination placements")
+@click.option("--mesh", default=None, help="explorer: mesh shape, e.g. '2,2' (default 2)")
+@click.option("--mesh-ids", default=None, help="explorer: process ids of the mesh (default 0..n-1)")
+@click.option("--to-mesh", default=None, help="explorer: destination mesh shape (default: --mesh)")
+@click.option("--to-mesh-ids", default=None, help="explorer: destination process ids (cross-mesh)")
+@click.option("--shape", default="4x8", show_default=True, help="explorer: global tensor shape")
+@click.option("--dtype", default="float32", show_default=True, help="explorer: tensor dtype")
+@click.option("--paddle", "paddle_only", is_flag=True,
+              help="only Paddle 3.3.1's own reshard functions (fail exactly where Paddle fails)")
+@click.option("--verify", is_flag=True, help="check the lowering numerically on every rank (simulator)")
+@click.option("--explain", is_flag=True, help="say which reshard function lowered what, and why")
+@click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
+def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype,
+            paddle_only, verify, explain, quiet) -> None:
+    """Lower dist_op.reshard ops for a rank as Paddle 3.3.1 does, or explore one reshard.
+
+    With FILE: lower every reshard of the program (same as `distc opt -p 'reshard{rank=R}'`).
+    Without FILE: build the program Paddle prints for one reshard (--from/--to, --mesh, --shape)
+    and lower that.
+    """
+    with reporting():
+        explorer = src is not None or dst is not None
+        if file is not None and explorer:
+            raise click.UsageError("give either FILE or --from/--to (explorer), not both")
+        if file is None and not explorer:
+            raise click.UsageError("give a FILE to lower, or --from/--to to explore one reshard")
+        if explorer:
+            if src is None or dst is None:
+                raise click.UsageError("--from and --to go together")
+            make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype)
+            source = str(make())
+            filename = "<explorer>"
+        else:
+            for opt, v in (("--mesh", mesh), ("--mesh-ids", mesh_ids), ("--to-mesh", to_mesh),
+                           ("--to-mesh-ids", to_mesh_ids)):
+                if v is not None:
+                    raise click.UsageError(f"{opt} only applies to the explorer (--from/--to)")
+            source = read_text(file)
+            filename = "<stdin>" if file == "-" else file
+
+        from ..syntax.parser import parse
+
+        before = parse(source, filename)
+        ranks = _ranks_of(before) if (all_ranks or verify) else [rank]
+        if all_ranks and not ranks:
+            ranks = [rank]
+        if verify and rank not in ranks and not all_ranks:
+            ranks = sorted(set(ranks) | {rank})
+        results = {}
+        for r in ranks if (all_ranks or verify) else [rank]:
+            results[r] = _lower(source, filename, r, paddle_only)
+        shown = ranks if all_ranks else [rank]
+
+        con = err_console()
+        if explain:
+            for r in shown:
+                _explain(con, r, results[r][1], len(shown) > 1)
+        if not quiet:
+            _summary(con, {r: results[r][1] for r in shown}, before)
+        if verify:
+            _verify(con, before, {r: results[r][0] for r in results})
+
+        if all_ranks and output is not None:
+            for r in shown:
+                write_output(_output_path(output, r), str(results[r][0]))
+        elif all_ranks:
+            write_output(None, "".join(f"// ----- rank {r} -----\n{results[r][0]}" for r in shown))
+        else:
+            write_output(output, str(results[rank][0]))
+
+
+def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype):
+    from ..passes.reshard.explore import build_program, make_mesh, parse_placements
+
+    m_from = _mesh(mesh, mesh_ids, "mesh", default=make_mesh([2]))
+    if to_mesh is None and to_mesh_ids is None:
+        m_to = m_from
+    elif to_mesh_ids is None:
+        m_to = _mesh(to_mesh, None, "to-mesh")
+    else:
+        m_to = _mesh(to_mesh, to_mesh_ids, "to-mesh")
+    dims = _ints(shape, "--shape", sep="x")
+    if any(d < 1 for d in dims):
+        raise click.BadParameter("--shape: dims must be positive")
+    try:
+        sp = parse_placements(src, m_from.ndim)
+        dp = parse_placements(dst, m_to.ndim)
+    except DiagnosticError as e:
+        raise click.BadParameter(e.message) from None
+    return lambda: build_program(m_from, sp, m_to, dp, dims, dtype)
+
+
+def _ranks_of(prog) -> list[int]:
+    ranks: set[int] = set()
+    for op in prog.walk():
+        if op.name == "dist_op.reshard":
+            for v in (op.operand(0), op.results[0]):
+                d = v.dist_attr if v is not None else None
+                if d is not None:
+                    ranks |= set(d.mesh.process_ids)
+    return sorted(ranks)
+
+
+def _lower(source: str, filename: str, rank: int, paddle_only: bool):
+    """Parse and run reshard{rank} through the pass manager (one fresh ring numbering per rank,
+    as each rank is its own Paddle process)."""
+    from ..passes.base import PassContext, PassManager
+    from ..passes.reshard_pass import ReshardPass
+    from ..syntax.parser import parse
+
+    prog = parse(source, filename)
+    ctx = PassContext()
+    try:
+        PassManager([ReshardPass(rank=rank, paddle=paddle_only)]).run(prog, ctx)
+    except DiagnosticError as e:
+        e.notes.append(f"lowering for rank {rank}")
+        raise e.located(filename, source) from None
+    return prog, ctx
+
+
+def _layout_text(d) -> str:
+    from ..passes.reshard.util import layout_name
+
+    return layout_name(d)
+
+
+def _explain(con, rank: int, ctx, several: bool) -> None:
+    steps = ctx.stats.get("reshard_steps", [])
+    head = f"rank {rank}: " if several else ""
+    if not steps:
+        con.print(Text(f"{head}no dist_op.reshard to lower"))
+    for s in steps:
+        where = f"line {s['loc'][0]}: " if s.get("loc") else ""
+        con.print(Text(f"{head}{where}{_layout_text(s['src'])} -> {_layout_text(s['dst'])}", style="bold"))
+        fn = s["function"]
+        origin = " (Paddle 3.3.1)" if s.get("paddle") else (" (distc extension)" if fn[:1] != "(" else "")
+        con.print(Text(f"  lowered by: {fn}{origin}"))
+        for t in s.get("tried", []):
+            con.print(Text(f"  skipped: {t}"))
+        if s.get("ops"):
+            con.print(Text("  inserted: " + ", ".join(n.split(".", 1)[-1] for n in s["ops"])))
+    for n in ctx.notes:
+        con.print(Text(f"{head}note: {n}"))
+    rings = ctx.stats.get("ring_allocator")
+    if rings is not None and rings.groups:
+        con.print(Text(f"{head}ring ids: " + ", ".join(f"{i}=[{','.join(map(str, g))}]" for i, g in rings.table())))
+
+
+def _summary(con, ctxs: dict, before) -> None:
+    from ..analysis.cost import human_bytes
+
+    several = len(ctxs) > 1
+    table = Table(title="communication" + ("" if several else f" (rank {next(iter(ctxs))})"),
+                  title_justify="left")
+    if several:
+        table.add_column("rank", justify="right")
+    for c, j in (("op", "left"), ("group", "left"), ("ring", "right"), ("buffer", "left"),
+                 ("bytes sent", "right"), ("function", "left")):
+        table.add_column(c, justify=j)
+    total: dict[int, int] = {}
+    n = 0
+    for r, ctx in ctxs.items():
+        total[r] = 0
+        for c in ctx.collectives:
+            n += 1
+            total[r] += c["moved"]
+            shape = "x".join(map(str, c["local_shape"])) or "scalar"
+            buf = f"{shape}x{c['dtype']} ({human_bytes(c['nbytes'])})"
+            sent = human_bytes(c["moved"])
+            if not c.get("runs", True):
+                buf, sent = "(rank not in group)", "-"
+            cells = [c["op"].split(".", 1)[-1], "[" + ",".join(map(str, c["ranks"])) + "]", str(c["ring_id"]), buf,
+                     sent, c.get("function", "")]
+            if several:
+                cells.insert(0, str(r))
+            table.add_row(*(Text(x) for x in cells))
+    if n == 0:
+        con.print(Text("no communication: every rank only computes locally"
+                       + ("" if several else f" (rank {next(iter(ctxs))})")))
+        return
+    con.print(table)
+    con.print(Text("bytes sent per rank: " + ", ".join(f"rank {r}: {human_bytes(b)}" for r, b in total.items())))
+
+
+def _verify(con, before, progs: dict) -> None:
+    import importlib
+
+    try:
+        simulate = importlib.import_module("distc.analysis.simulate")
+    except ImportError:
+        raise DiagnosticError("--verify needs the simulator (distc.analysis.simulate), which is not "
+                              "available in this build") from None
+    fn = getattr(simulate, "verify_reshard", None)
+    if fn is None:
+        raise DiagnosticError("--verify: distc.analysis.simulate has no verify_reshard()")
+    report = fn(progs, before=before)
+    ok = getattr(report, "ok", bool(report))
+    con.print(Text(str(report.summary() if hasattr(report, "summary") else report)))
+    if not ok:
+        raise DiagnosticError("--verify: the lowered programs do not compute the destination layout")

@@ -1,0 +1,232 @@
+"""``partition``: insert ``dist_op.reshard`` wherever a value's layout differs from what its
+user's ``op_dist_attr`` asks, as Paddle 3.3.1's ``apply_partition_pass`` (``pir_pass.py``) does.
+
+For every op with an ``op_dist_attr`` (sub-blocks first, combine/split and control-flow helpers
+skipped), in Paddle's order:
+
+1. in-place pairs (result i updates operand j: optimizer updates, ``assign_out_``, ``x_`` ops):
+   if operand j is a persistable distributed value whose layout differs from the expected one,
+   reshard it before the op; after the op reshard the result back to the value's own layout
+   and ``assign_out_`` it into the value, so the persistable parameter keeps its layout;
+2. every operand with a non-empty expected layout: reshard it before the op.  A value that is
+   itself the result of a reshard is resharded from that reshard's input instead (or the input
+   is used directly when it already fits), and the now unused reshard is erased;
+   a ``builtin.combine`` operand is rebuilt from resharded inputs right before the op;
+3. every result whose type disagrees with the op's result entry is retyped to the entry and
+   resharded back to its old layout for its users (the op is marked
+   ``replace_all_uses_with_reshard_var``).
+
+The ``reshard`` pass then lowers the reshards to collectives for one rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import attrs as A
+from ..ir.builder import Maker
+from ..ir.core import Block, Operation, Program, Value
+from ..ir.dist import TensorDistAttr, VecDistAttr
+from ..ir.types import DistTensorType, VectorType
+from .base import ModulePass, PassContext, register
+from .shard_optimizer import inplace_map
+from .sharding_util import (Cursor, chunk_id_of, dist_of, fail, make_reshard, op_role_attr, persistable,
+                            same_layout, stop_gradient)
+
+# Paddle's partition_skip_op_list
+SKIP_OPS = {
+    "builtin.combine", "builtin.split", "pd_op.pylayer", "cf.yield", "cf.tuple_push", "cf.tuple_pop",
+    "cf.stack_create", "cf.has_elements",
+}
+# sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
+# before partition, distc lets them through
+SOURCE_OPS = {"dist_op.shard_tensor"}
+
+
+def _nonempty(e) -> bool:
+    if isinstance(e, VecDistAttr):
+        return bool(e.items)
+    return isinstance(e, TensorDistAttr) and not e.is_empty
+
+
+class _Partitioner:
+    def __init__(self, prog: Program, ctx: PassContext) -> None:
+        self.mk = Maker(prog.style)
+        self.ctx = ctx
+        self.inserted = 0
+
+    def block(self, block: Block) -> None:
+        for op in list(block.ops):
+            for region in op.regions:
+                for b in region.blocks:
+                    self.block(b)
+            if op.parent is None:  # erased meanwhile (an unused reshard folded away)
+                continue
+            d = op.dist_attr
+            if d is None or op.name in SKIP_OPS or op.name in SOURCE_OPS:
+                continue
+            if len(d.operands) != op.num_operands:
+                raise fail(op, f"'{op.name}' has {op.num_operands} operand(s) but its op_dist_attr has "
+                               f"{len(d.operands)} operand entries")
+            if len(d.results) != op.num_results:
+                raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
+                               f"{len(d.results)} result entries")
+            self.inplace(op)
+            self.operands(op)
+            self.results(op)
+
+    # -- reshard helpers ---------------------------------------------------------------------
+    def _reshard(self, cur: Cursor, src: Value, dst: TensorDistAttr, op: Operation) -> Value:
+        r = make_reshard(self.mk, src, dst, op_role_attr(op))
+        r.loc = op.loc  # diagnostics about this reshard point at the op it serves
+        cur.insert(r)
+        self.inserted += 1
+        return r.result
+
+    # -- 1. in-place values ------------------------------------------------------------------
+    def inplace(self, op: Operation) -> None:
+        d = op.dist_attr
+        assert d is not None
+        for out_idx, in_idx in sorted(inplace_map(op).items()):
+            if in_idx >= op.num_operands or out_idx >= op.num_results:
+                continue
+            want = d.operands[in_idx]
+            prev = op.operand(in_idx)
+            pd = dist_of(prev)
+            if prev is None or pd is None or not isinstance(want, TensorDistAttr) or want.is_empty:
+                continue
+            if same_layout(want, pd) or not persistable(prev):
+                continue
+            # reshard the input
+            rv = self._reshard(Cursor.before(op), prev, want, op)
+            op.set_operand(in_idx, rv)
+            result = op.results[out_idx]
+            want_out = d.results[out_idx]
+            if not isinstance(want_out, TensorDistAttr) or not same_layout(want, want_out):
+                raise fail(op, f"in-place result {out_idx} of '{op.name}' is expected as {want_out} but "
+                               f"its operand {in_idx} as {want}; they must agree")
+            rt = result.type
+            if not isinstance(rt, DistTensorType):
+                continue
+            old = rt.dist
+            result.type = rt.with_dist(self.mk.restyle(want_out))  # type: ignore[arg-type]
+            # reshard the output back and assign it into the persistable value
+            cur = Cursor.after(op)
+            rv1 = self._reshard(cur, result, pd, op)
+            assign = self._assign_out(op, rv1, prev)
+            cur.insert(assign)
+            if same_layout(old, want_out):
+                continue
+            rv2 = rv1
+            if not same_layout(old, dist_of(rv1)):
+                rv2 = self._reshard(cur, result, old, op)
+            result.replace_all_uses_with(rv1)
+            assert rv1.owner is not None and rv2.owner is not None
+            rv1.owner.set_operand(0, result)
+            rv2.owner.set_operand(0, result)
+
+    def _assign_out(self, op: Operation, x: Value, out: Value) -> Operation:
+        """``assign_out_(x, out)`` as Paddle's API builds it under the op's role guard."""
+        xd, od = dist_of(x), dist_of(out)
+        assert xd is not None and od is not None
+        od_attr = self.mk.op_dist(od.mesh, [xd, od], [xd])
+        if od_attr.chunk_id is not None:
+            od_attr = od_attr.with_(chunk_id=chunk_id_of(op))
+        attrs: dict = {"op_dist_attr": od_attr}
+        role = op_role_attr(op)
+        if role is not None:
+            attrs["op_role"] = role
+        assert out.type is not None
+        t = out.type
+        assert isinstance(t, DistTensorType)
+        return self.mk.op("pd_op.assign_out_", [x, out], [t.with_dist(self.mk.restyle(xd))], attrs)  # type: ignore[arg-type]
+
+    # -- 2. operands -------------------------------------------------------------------------
+    def operands(self, op: Operation) -> None:
+        d = op.dist_attr
+        assert d is not None
+        for i, want in enumerate(d.operands):
+            if not _nonempty(want):
+                continue
+            prev = op.operand(i)
+            if prev is None:
+                continue
+            if isinstance(prev.type, VectorType) and prev.owner is not None and prev.owner.name == "builtin.combine":
+                new = self._combine(op, prev, want)
+            elif isinstance(prev.type, VectorType):
+                raise fail(op, f"operand {i} of '{op.name}' is a tensor list not made by builtin.combine")
+            else:
+                if not isinstance(want, TensorDistAttr):
+                    raise fail(op, f"operand {i} of '{op.name}' has a list dist attr but is one tensor")
+                new = self._single(op, prev, want)
+            op.set_operand(i, new)
+            po = prev.owner
+            if po is not None and po.num_results == 1 and not prev.uses and po.parent is not None:
+                po.erase()
+
+    def _single(self, op: Operation, prev: Value, want: TensorDistAttr) -> Value:
+        pd = dist_of(prev)
+        if pd is None or same_layout(pd, want):
+            return prev
+        po = prev.owner
+        if po is not None and po.name == "dist_op.reshard":
+            src = po.operand(0)
+            sd, rd = dist_of(src), dist_of(po.results[0])
+            if src is not None and sd is not None and rd is not None and sd.mesh.ndim == rd.mesh.ndim:
+                if same_layout(sd, want):
+                    return src
+                return self._reshard(Cursor.before(op), src, want, op)
+        return self._reshard(Cursor.before(op), prev, want, op)
+
+    def _combine(self, op: Operation, prev: Value, want) -> Value:
+        comb = prev.owner
+        assert comb is not None
+        items = want.items if isinstance(want, VecDistAttr) else (want,)
+        if len(items) != comb.num_operands:
+            raise fail(op, f"'{op.name}': the list operand has {comb.num_operands} tensors but "
+                           f"{len(items)} dist entries")
+        vals = []
+        for v, a in zip(comb.operands, items):
+            if v is None or not isinstance(a, TensorDistAttr) or a.is_empty:
+                vals.append(v)
+            else:
+                vals.append(self._single(op, v, a))
+        attrs: dict = {"stop_gradient": self.mk.bools([all(stop_gradient(v) for v in vals)])}
+        role = op_role_attr(op)
+        if role is not None:
+            attrs["op_role"] = role
+        new = self.mk.op("builtin.combine", vals, [VectorType(tuple(v.type for v in vals if v is not None))],
+                         attrs)
+        Cursor.before(op).insert(new)
+        return new.result
+
+    # -- 3. results --------------------------------------------------------------------------
+    def results(self, op: Operation) -> None:
+        d = op.dist_attr
+        assert d is not None
+        for r, want in zip(op.results, d.results):
+            if not isinstance(want, TensorDistAttr) or want.is_empty:
+                continue
+            t = r.type
+            if not isinstance(t, DistTensorType) or same_layout(t.dist, want):
+                continue
+            old = t.dist
+            r.type = t.with_dist(self.mk.restyle(want))  # type: ignore[arg-type]
+            rv = self._reshard(Cursor.after(op), r, old, op)
+            r.replace_all_uses_with(rv)
+            assert rv.owner is not None
+            rv.owner.set_operand(0, r)
+            op.set_attr("replace_all_uses_with_reshard_var", A.BoolAttr(True))
+
+
+@register
+@dataclass
+class PartitionPass(ModulePass):
+    name = "partition"
+    description = "insert dist_op.reshard where layouts differ from op_dist_attr (Paddle's apply_partition_pass)"
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:
+        p = _Partitioner(prog, ctx)
+        p.block(prog.block)
+        ctx.stats["reshards_inserted"] = p.inserted
+        ctx.notes.append(f"partition: {p.inserted} dist_op.reshard inserted")

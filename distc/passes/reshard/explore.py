@@ -1,0 +1,131 @@
+"""One-reshard programs, as Paddle prints them before its reshard pass (the explorer's input).
+
+``build_program`` makes exactly what ``paddle.static.data`` + ``dist.shard_tensor`` +
+``dist.reshard`` print in Paddle 3.3.1 (current print style), e.g. for ``--from s1 --to r``::
+
+    (%0) = "pd_op.data" () {dtype:float32,name:"x",...,shape:[4,8],...} : () -> tensor<4x8xf32>
+    (%1) = "dist_op.shard_tensor" (%0) {op_dist_attr:{...},persistable:[false],...} : ...
+    (%2) = "dist_op.reshard" (%1) {op_dist_attr:{...}} : ...
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from ...ir.dist import Partial, Placement, ProcessMesh, REPLICATE, REDUCE_TYPES, Shard, TensorDistAttr
+from ...ir.types import DTYPE_NAMES, DTYPE_SUFFIX_TO_NAME
+from ...syntax.diagnostics import DiagnosticError
+from .util import merged_mesh, ordered_partial
+
+_TOKEN = re.compile(r"^(r|s(\d*)|p(?::(\w+))?)$", re.I)
+
+
+def parse_placement(tok: str) -> Placement:
+    """``r``, ``s``/``s0``/``s1``..., ``p``, ``p:avg``, ``p:max`` ... (also ``R``, ``S1``, ``Pavg``)."""
+    t = tok.strip()
+    m = re.fullmatch(r"(?i)p(avg|max|min|sum|prod|product|any|all)", t)
+    if m:
+        t = "p:" + m.group(1)
+    m = _TOKEN.match(t)
+    if not m:
+        raise DiagnosticError(f"bad placement {tok!r}: use r, s, s0, s1 ..., p, p:avg, p:max, p:min")
+    if t.lower() == "r":
+        return REPLICATE
+    if t[0] in "sS":
+        return Shard(int(m.group(2) or 0))
+    red = (m.group(3) or "sum").upper()
+    red = {"PROD": "PRODUCT"}.get(red, red)
+    if red not in REDUCE_TYPES:
+        raise DiagnosticError(f"bad reduce type {m.group(3)!r} (one of {', '.join(r.lower() for r in REDUCE_TYPES)})")
+    return Partial(red)
+
+
+def parse_placements(text: str | Sequence[str], ndim: int) -> list[Placement]:
+    toks = [t for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    if len(toks) == 1 and ndim > 1:
+        # compact corpus spelling: S0R, PS1, RR ...
+        toks = re.findall(r"(?i)Pavg|Pmax|Pmin|P|R|S\d", toks[0]) or toks
+    if len(toks) != ndim:
+        raise DiagnosticError(f"placements {','.join(toks)!r}: need one per mesh dim ({ndim})")
+    return [parse_placement(t) for t in toks]
+
+
+def layout(mesh: ProcessMesh, placements: Sequence[Placement], ndim: int, keep_given: bool = False) -> TensorDistAttr:
+    """What Paddle makes of placements: a later mesh dim sharding the same tensor axis wins in the
+    dims mapping; ``dist.reshard`` keeps the placements as given (``keep_given``), ``shard_tensor``
+    prints them derived from the dims mapping."""
+    dm = [-1] * ndim
+    partial = []
+    for md, p in enumerate(placements):
+        if p.kind == "S":
+            if not 0 <= p.dim < ndim:
+                raise DiagnosticError(f"Shard(dim={p.dim}) of a {ndim}-D tensor")
+            dm[p.dim] = md
+        elif p.kind == "P":
+            partial.append((md, p.reduce))
+    attr = TensorDistAttr(mesh, tuple(dm), ordered_partial(partial), placements_shown=True)
+    if keep_given and attr.derived_placements() != tuple(placements):
+        attr = attr.with_(given=tuple(placements))
+    return attr
+
+
+def make_mesh(shape: Sequence[int], ids: Sequence[int] | None = None) -> ProcessMesh:
+    shape = tuple(int(s) for s in shape)
+    n = 1
+    for s in shape:
+        n *= s
+    ids = tuple(int(i) for i in ids) if ids is not None else tuple(range(n))
+    if len(ids) != n:
+        raise DiagnosticError(f"mesh of shape {list(shape)} needs {n} process ids, got {len(ids)}")
+    if len(set(ids)) != len(ids):
+        raise DiagnosticError(f"duplicate process ids in {list(ids)}")
+    return ProcessMesh(shape, ids)
+
+
+def build_text(src: TensorDistAttr, dst: TensorDistAttr, shape: Sequence[int], dtype: str = "float32") -> str:
+    if dtype in DTYPE_SUFFIX_TO_NAME:  # f32, bf16 ... spelled as in types
+        dtype = DTYPE_SUFFIX_TO_NAME[dtype]
+    suffix = DTYPE_NAMES.get(dtype)
+    if suffix is None:
+        raise DiagnosticError(f"unknown dtype {dtype!r} (one of {', '.join(DTYPE_NAMES)})")
+    dims = "".join(f"{d}x" for d in shape)
+    dense = f"tensor<{dims}{suffix}>"
+
+    def ty(a: TensorDistAttr) -> str:
+        return f"pd_dist.tensor<{dims}{suffix}, {a.format(placements=True)}>"
+
+    def mesh(m: ProcessMesh) -> str:
+        return f"mesh:{{shape:[{','.join(map(str, m.shape))}],process_ids:[{','.join(map(str, m.process_ids))}]}}"
+
+    sa, da = src.format(placements=True), dst.format(placements=True)
+    shp = ",".join(map(str, shape))
+    lines = [
+        "{",
+        f'    (%0) = "pd_op.data" () {{dtype:{dtype},name:"x",place:Place(undefined:0),shape:[{shp}],'
+        f"stop_gradient:[true]}} : () -> {dense}",
+        f'    (%1) = "dist_op.shard_tensor" (%0) {{op_dist_attr:{{{mesh(src.mesh)},result(0):{{{sa}}},chunk_id:-1}},'
+        f"persistable:[false],stop_gradient:[true]}} : ({dense}) -> {ty(src)}",
+        f'    (%2) = "dist_op.reshard" (%1) {{op_dist_attr:{{{mesh(merged_mesh(src.mesh, dst.mesh))},'
+        f"operand(0):{{{sa}}},result(0):{{{da}}},chunk_id:-1}},stop_gradient:[true]}} : ({ty(src)}) -> {ty(dst)}",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_program(src_mesh: ProcessMesh, src_placements, dst_mesh: ProcessMesh, dst_placements,
+                  shape: Sequence[int] = (4, 8), dtype: str = "float32", filename: str = "<explorer>"):
+    """The program Paddle prints for ``x = data(shape); y = shard_tensor(x, src_mesh, src_pl);
+    reshard(y, dst_mesh, dst_pl)``.  Placements: lists of Placement or strings (``"s0,r"``)."""
+    from ...syntax.parser import parse
+
+    shape = tuple(int(s) for s in shape)
+    if isinstance(src_placements, str) or (src_placements and isinstance(src_placements[0], str)):
+        src_placements = parse_placements(src_placements, src_mesh.ndim)
+    if isinstance(dst_placements, str) or (dst_placements and isinstance(dst_placements[0], str)):
+        dst_placements = parse_placements(dst_placements, dst_mesh.ndim)
+    if len(src_placements) != src_mesh.ndim or len(dst_placements) != dst_mesh.ndim:
+        raise DiagnosticError("need one placement per mesh dim")
+    src = layout(src_mesh, src_placements, len(shape))
+    dst = layout(dst_mesh, dst_placements, len(shape), keep_given=True)
+    return parse(build_text(src, dst, shape, dtype), filename)

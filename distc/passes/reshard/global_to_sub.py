@@ -1,0 +1,52 @@
+"""Global mesh -> one of its sub-meshes, replicated (Paddle's ``GlobalToSubMeshFunction``).
+
+The value is made replicated on the global mesh first (N-d reshard) if needed.  Then no data
+moves: if the value has a single use (the reshard itself) its type is changed in place (and the
+producer's ``op_dist_attr`` result entry with it); otherwise a ``share_data_`` carries the new type.
+"""
+
+from __future__ import annotations
+
+from .context import Decline
+from .registry import ReshardFunction, reshard_function
+from .util import is_replicated, sub_meshes_dim0
+
+
+@reshard_function(priority=120, name="global_to_sub_mesh", paddle=True)
+class GlobalToSubMesh(ReshardFunction):
+    def is_suitable(self, src, dst):
+        if not is_replicated(dst):
+            return False
+        a, b = src.mesh, dst.mesh
+        if a.ndim > b.ndim + 1:
+            return False
+        if a.ndim == b.ndim:
+            return set(b.process_ids) < set(a.process_ids)
+        if a.ndim < 2:
+            # Paddle calls get_sub_meshes on the 1-D mesh here and fails; distc skips the
+            # function (or stops, with only Paddle's functions)
+            raise Decline("get_sub_meshes of a 1-D mesh: Expected size == process_ids.size(), "
+                          "but received size:0 != process_ids.size():1")
+        return b in sub_meshes_dim0(a)
+
+    def reshard(self, ctx, src, dst, value, dst_type):
+        from .nd_mesh import ND_MESH
+
+        if not is_replicated(src):
+            tmp = ctx.tattr(src.mesh, [-1] * len(src.dims_mapping))
+            value = ND_MESH.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+            src = tmp
+        if len(value.uses) == 1 and value.owner is not None:
+            ctx.retype(value, ctx.cvt(value, dst))
+            prod = value.owner
+            od = prod.dist_attr
+            if od is not None:
+                results = list(od.results)
+                if value.index < len(results):
+                    results[value.index] = ctx.maker.restyle(dst)
+                    prod.dist_attr = od.with_(results=tuple(results))
+            return value
+        out = ctx.share_data_(value)
+        ctx.retype(out, dst_type)
+        ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], ctx.chunk_id(value)))
+        return out

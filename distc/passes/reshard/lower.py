@@ -1,0 +1,190 @@
+"""Paddle's ``ReshardPasses.apply_reshard_pass`` for one rank: decompose, fold, lower.
+
+1. **decompose**: a reshard between two different meshes of the same rank (ndim) whose placements
+   also differ becomes two reshards: a copy to the destination mesh with the source placements,
+   then a same-mesh reshard.
+2. **fold**: a reshard whose result type equals its input type is removed; reshards of one value
+   to one type are merged.
+3. **lower** every ``dist_op.reshard`` (nested blocks first): equal layouts are just removed;
+   otherwise the first suitable reshard function inserts ops before it, the reshard's uses move to
+   the function's value, and the reshard is erased once unused.  (Placeholders that functions
+   leave for other ranks stay, as in Paddle, until other-rank ops are removed.)
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+from ...ir.core import Block, Operation, Program, Value
+from ...ir.dist import TensorDistAttr
+from ...syntax.diagnostics import DiagnosticError
+from . import registry
+from .context import CollectiveRecord, Decline, ReshardContext
+from .groups import RingAllocator
+from .util import describe, mesh_text, same_attr
+
+RESHARD = "dist_op.reshard"
+
+# reshards made by ``decompose`` -> the layouts of the reshard they replace (for error messages)
+_ORIGIN: "weakref.WeakKeyDictionary[Operation, tuple[TensorDistAttr, TensorDistAttr]]" = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class Lowering:
+    """What lowering a program (or one op) for one rank did."""
+
+    rank: int
+    rings: RingAllocator
+    records: list[CollectiveRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)  # per reshard: src, dst, function, loc
+
+
+def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
+    od = op.dist_attr
+    if od is None or not od.operands or not od.results:
+        v = op.operand(0)
+        r = op.results[0]
+        if v is not None and v.dist_attr is not None and r.dist_attr is not None:
+            return v.dist_attr, r.dist_attr
+        raise DiagnosticError("'dist_op.reshard' has no op_dist_attr with operand(0) and result(0)",
+                              *(op.loc or (None, None)))
+    return od.operands[0], od.results[0]  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------------ decompose
+def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
+              notes: list[str] | None = None) -> None:
+    for op in list(block.ops):
+        if op.name != RESHARD:
+            continue
+        x, r = op.operand(0), op.results[0]
+        a, b = (x.dist_attr if x is not None else None), r.dist_attr
+        if a is None or b is None:
+            continue
+        if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and a.derived_placements() != b.derived_placements():
+            ctx = ReshardContext(prog, op, rank, rings)
+            mid = ctx.tattr(b.mesh, a.dims_mapping, a.partial)
+            v = ctx.reshard_v2(x, mid)
+            w = ctx.reshard_v2(v, b)
+            for o in ctx.created:
+                o.loc = op.loc
+                _ORIGIN[o] = _ORIGIN.get(op, (a, b))
+            if notes is not None:
+                where = f"line {op.loc[0]}: " if op.loc else ""
+                notes.append(f"{where}reshard between two meshes with other placements: decomposed into "
+                             f"a copy to mesh {mesh_text(b.mesh)} and a reshard on it")
+            r.replace_all_uses_with(w)
+            op.erase()
+
+
+def fold(block: Block) -> None:
+    seen: dict[int, list[tuple[object, Value]]] = {}
+    for op in list(block.ops):
+        if op.name != RESHARD:
+            continue
+        x, r = op.operand(0), op.results[0]
+        if x is None:
+            continue
+        if x.type == r.type:
+            r.replace_all_uses_with(x)
+            op.erase()
+            continue
+        lst = seen.setdefault(id(x), [])
+        for t, val in lst:
+            if t == r.type:
+                r.replace_all_uses_with(val)
+                op.erase()
+                break
+        else:
+            lst.append((r.type, r))
+
+
+# ---------------------------------------------------------------------------------------- lower
+def no_function_error(op: Operation, src: TensorDistAttr, dst: TensorDistAttr, reasons: list[str]) -> DiagnosticError:
+    line, col = op.loc or (None, None)
+    msg = (f"There is no reshard function that matches src_dist_attr: {describe(src)} and "
+           f"dst_dist_attr: {describe(dst)}")
+    origin = _ORIGIN.get(op)
+    if origin is not None:
+        msg += (f" (a step of the reshard from {describe(origin[0])} to {describe(origin[1])}, split in"
+                " two because both the mesh and the placements change)")
+    e = DiagnosticError(msg, line, col)
+    for r in reasons:
+        e.notes.append(r)
+    return e
+
+
+def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocator | None = None,
+                  result: Lowering | None = None, paddle_only: bool = False) -> Value | None:
+    """Lower one ``dist_op.reshard`` for ``rank`` (ops go right before it); returns the value that
+    replaced its result (``None`` if the function gave none).  The op is erased if unused."""
+    rings = rings if rings is not None else (result.rings if result else RingAllocator())
+    result = result or Lowering(rank, rings)
+    x = op.operand(0)
+    src, dst = _attrs_of(op)
+    r = op.results[0]
+    if same_attr(src, dst):
+        r.replace_all_uses_with(x)
+        op.erase()
+        result.steps.append(dict(src=src, dst=dst, function="(same layout: removed)", loc=op.loc,
+                                 ops=[], tried=[]))
+        return x
+    ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes)
+    ctx.layouts = (src, dst)
+    reasons: list[str] = []
+    out = None
+    chosen = None
+    for f in registry.functions(paddle_only=paddle_only):
+        try:
+            ok = f.is_suitable(src, dst)
+        except Decline as d:  # Paddle itself fails while choosing
+            reasons.append(f"'{f.name}' cannot decide: {d}")
+            if paddle_only:
+                break
+            continue
+        if not ok:
+            continue
+        snap = ctx.snapshot()
+        ctx.function = f.name
+        try:
+            out = f.reshard(ctx, src, dst, x, r.type)
+        except Decline as d:
+            ctx.rollback(snap)
+            reasons.append(f"'{f.name}' declined: {d}")
+            if paddle_only:  # Paddle uses the first suitable function only
+                break
+            continue
+        chosen = f
+        break
+    if chosen is None:
+        raise no_function_error(op, src, dst, reasons)
+    result.steps.append(dict(src=src, dst=dst, function=chosen.name, paddle=chosen.paddle, loc=op.loc,
+                             ops=[o.name for o in ctx.created], tried=reasons))
+    if out is not None:
+        r.replace_all_uses_with(out)
+    if not r.uses:
+        op.erase()
+    return out
+
+
+def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False) -> None:
+    for op in list(block.ops):
+        for region in op.regions:
+            for b in region.blocks:
+                lower_block(prog, b, result, paddle_only)
+        if op.name == RESHARD and op.parent is block:
+            lower_reshard(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only)
+
+
+def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = None,
+                  paddle_only: bool = False) -> Lowering:
+    """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard."""
+    registry.load_functions()
+    rings = rings if rings is not None else RingAllocator()
+    result = Lowering(rank, rings)
+    decompose(prog, prog.block, rank, rings, result.notes)
+    fold(prog.block)
+    lower_block(prog, prog.block, result, paddle_only)
+    return result

@@ -1,0 +1,91 @@
+"""Partial(SUM) -> Shard on a 1-D mesh: one reduce-scatter (Paddle's ``PToSReshardFunction``).
+
+Reduce-scatter splits axis 0, so another shard axis is transposed to the front and back.  An
+uneven axis is padded with zeros up to ``p * ceil(n/p)`` first (``full``, ``concat``); the last
+process cuts the padding off its piece again (``split``).
+"""
+
+from __future__ import annotations
+
+from .context import Decline
+from .registry import ReshardFunction, reshard_function
+from .util import is_partial, is_shard, reduce_enum
+
+
+@reshard_function(priority=30, name="p_to_s", paddle=True)
+class PToS(ReshardFunction):
+    def is_suitable(self, src, dst):
+        return (is_partial(src) and is_shard(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
+                and src.mesh == dst.mesh)
+
+    def reshard(self, ctx, src, dst, value, dst_type):
+        reduce = dict(src.partial)[0]
+        if reduce != "SUM":
+            raise Decline(f"The p to s reshard func only support sum op, but received {reduce_enum(reduce)}")
+        chunk = ctx.chunk_id(value)
+        split_axis = list(dst.dims_mapping).index(0)
+        n = src.mesh.size
+        balanced = value.type.shape[split_axis] % n == 0
+        perm = None
+        if split_axis != 0:
+            perm = list(range(len(value.type.shape)))
+            perm[0], perm[split_axis] = split_axis, 0
+            value = ctx.transpose(value, perm)
+            dm = list(dst.dims_mapping)
+            dm[split_axis] = -1
+            dm[0] = 0
+            dst = ctx.tattr(dst.mesh, dm, dst.partial)
+        if balanced:
+            gd = dst_type.dist
+            gdm = list(gd.dims_mapping)
+            gdm[0], gdm[split_axis] = gdm[split_axis], gdm[0]
+            rs_type = ctx.cvt(value, ctx.tattr(gd.mesh, gdm, gd.partial))
+            out = ctx.reduce_scatter(value, sorted(src.mesh.process_ids), n)
+            ctx.retype(out, rs_type)
+            ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
+            if perm is not None:
+                out = ctx.transpose(out, perm)
+            return out
+        # uneven: pad axis 0 with zeros, reduce-scatter, the last rank drops the padding
+        if ctx.dist(value).mesh != src.mesh:
+            # within an N-d reshard the padding is typed on the 1-D sub-mesh and the value on the
+            # N-d mesh: Paddle's concat SPMD rule crashes on that mix (SIGSEGV in PlacementEqual)
+            raise Decline("uneven P->S on a sub-mesh (Paddle 3.3.1 crashes in ConcatInferSpmd)")
+        dst_type = ctx.cvt(value, dst)
+        size = value.type.shape[0]
+        avg = (size + n - 1) // n
+        pad = avg * n - size
+        pad_shape = list(ctx.local_shape(value))
+        pad_shape[0] = pad
+        padding = ctx.full(pad_shape, 0.0, value.type.dtype)
+        ctx.retype(padding, ctx.cvt(padding, src))
+        ctx.set_dist(padding, ctx.op_attr(src.mesh, [], [src], chunk))
+        cat = ctx.concat([value, padding], 0)
+        axis_attr = ctx.tattr(src.mesh, [-1], {0: "SUM"})
+        from ...ir.dist import VecDistAttr
+
+        ctx.set_dist(cat, ctx.op_attr(src.mesh, [VecDistAttr((src, src)), axis_attr], [src], chunk))
+        shape = list(value.type.shape)
+        shape[0] = avg * n
+        ctx.retype(cat, ctx.cvt(value, src, shape))
+        out = self.with_padding(ctx, cat, src, dst, dst_type, pad)
+        if perm is not None:
+            out = ctx.transpose(out, perm)
+        return out
+
+    @staticmethod
+    def with_padding(ctx, value, src, dst, dst_type, pad):
+        n = src.mesh.size
+        out = ctx.reduce_scatter(value, sorted(src.mesh.process_ids), n)
+        shape = list(dst_type.shape)
+        shape[0] += pad
+        ctx.retype(out, ctx.cvt(out, dst, shape))
+        chunk = ctx.chunk_id(value)
+        ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
+        if pad:
+            if ctx.rank == dst.mesh.process_ids[-1]:
+                pieces = ctx.split(out, [out.type.shape[0] - pad, pad], 0)
+                ctx.set_dist(pieces[0], ctx.op_attr(dst.mesh, [dst], [dst], chunk))
+                return pieces[0]
+            ctx.retype(out, dst_type)
+        return out

@@ -1,0 +1,83 @@
+"""Shard -> Replicate on a 1-D mesh (Paddle's ``SToRReshardFunction``) and its cross-mesh form.
+
+An all-gather concatenates the pieces along axis 0; when the shard axis is not 0 the gathered
+tensor is cut back into its pieces (``split_with_num``) and concatenated along the shard axis.
+Paddle's padding path for an uneven split fails (it indexes the list ``split`` returns as a
+value), so distc declines those cases and leaves them to other functions.
+"""
+
+from __future__ import annotations
+
+from .context import Decline
+from .registry import ReshardFunction, reshard_function
+from .util import is_replicated, is_shard
+
+
+@reshard_function(priority=80, name="s_to_r", paddle=True)
+class SToR(ReshardFunction):
+    def is_suitable(self, src, dst):
+        return (is_shard(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
+                and src.mesh == dst.mesh)
+
+    @staticmethod
+    def allgather_type(ctx, value, split_axis):
+        d = ctx.dist(value)
+        shape = list(value.type.shape)
+        p = d.mesh.shape[d.dims_mapping[split_axis]]
+        shape[split_axis] = (shape[split_axis] + p - 1) // p
+        shape[0] *= p
+        dm = list(d.dims_mapping)
+        dm[split_axis] = -1
+        return ctx.dist_type(shape, value.type.dtype, ctx.tattr(d.mesh, dm, d.partial))
+
+    def reshard(self, ctx, src, dst, value, dst_type):
+        chunk = ctx.chunk_id(value)
+        if src.mesh.size == 1:
+            out = ctx.share_data_(value)
+            ctx.retype(out, dst_type)
+            ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
+            return out
+        split_axis = next(i for i, m in enumerate(src.dims_mapping) if m != -1)
+        n = src.mesh.size
+        if value.type.shape[split_axis] % n != 0:
+            raise Decline("'list' object has no attribute 'get_defining_op'"
+                          " (Paddle's uneven s_to_r padding path fails)")
+        return self.gather(ctx, src, dst, value, split_axis)
+
+    def gather(self, ctx, src, dst, value, split_axis):
+        mesh = src.mesh
+        n = mesh.size
+        chunk = ctx.chunk_id(value)
+        ag = ctx.all_gather(value, sorted(mesh.process_ids), n)
+        ctx.retype(ag, self.allgather_type(ctx, value, split_axis))
+        new_dst = ctx.tattr(dst.mesh, [-1] * len(dst.dims_mapping), dst.partial)
+        ctx.set_dist(ag, ctx.op_attr(mesh, [src], [new_dst], chunk))
+        if split_axis == 0:
+            return ag
+        vec = ctx.split_with_num(ag, n, 0)
+        sop = vec.owner
+        if chunk != -1:
+            sop.dist_attr = sop.dist_attr.with_(chunk_id=chunk)
+        ag_attr = ctx.dist(ag)
+        vec.type = type(vec.type)(tuple(ctx.cvt(e, ag_attr) for e in vec.type.elements))
+        out = ctx.concat(vec, split_axis)
+        if chunk != -1:
+            out.owner.dist_attr = out.owner.dist_attr.with_(chunk_id=chunk)
+        return out
+
+
+@reshard_function(priority=90, name="s_to_r_cross_mesh", paddle=True)
+class SToRCrossMesh(ReshardFunction):
+    def is_suitable(self, src, dst):
+        return (is_shard(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
+                and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+
+    def reshard(self, ctx, src, dst, value, dst_type):
+        from .same_status import SAME_STATUS
+
+        tmp = ctx.tattr(dst.mesh, src.dims_mapping, src.partial)
+        out = SAME_STATUS.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+        return S_TO_R.reshard(ctx, tmp, dst, out, dst_type)
+
+
+S_TO_R = SToR()

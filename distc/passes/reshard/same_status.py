@@ -1,0 +1,46 @@
+"""Same layout, another mesh of the same shape: point-to-point copies (Paddle's
+``SameStatusReshardFunction``).
+
+Process ``i`` of the source mesh sends to process ``i`` of the destination mesh over the p2p group
+``[src, dst]``.  Each rank handles only the first pair it appears in: as a sender it emits
+``send_v2`` and leaves a ``dist_op.reshard`` (a placeholder value of the destination layout that
+Paddle's later ``remove_other_rank_op_pass`` deletes); as a receiver it emits ``recv_v2``.  A rank
+in neither mesh also gets the placeholder.
+"""
+
+from __future__ import annotations
+
+from .context import Decline
+from .registry import ReshardFunction, reshard_function
+
+
+@reshard_function(priority=70, name="same_status", paddle=True)
+class SameStatus(ReshardFunction):
+    def is_suitable(self, src, dst):
+        return (tuple(src.dims_mapping) == tuple(dst.dims_mapping)
+                and sorted(d for d, _ in src.partial) == sorted(d for d, _ in dst.partial)
+                and src.mesh != dst.mesh and src.mesh.shape == dst.mesh.shape)
+
+    def reshard(self, ctx, src, dst, value, dst_type):
+        pairs = list(zip(src.mesh.process_ids, dst.mesh.process_ids))
+        for s, d in pairs:
+            if s != d:
+                ctx.ring([s, d])
+                ctx.ring([d, s])
+        me = ctx.rank
+        for s, d in pairs:
+            if s == me:
+                op = ctx.send_v2(value, [s, d], [s, d].index(d))
+                ctx.set_dist(op, ctx.op_attr(src.mesh, [src], [], ctx.chunk_id(value)))
+                break
+            if d == me:
+                if any(x < 0 for x in dst_type.shape):
+                    raise Decline("dynamic shape is not supported by pir-auto parallel yet.")
+                # Paddle takes chunk_id from users of the value on the destination mesh: -1 here
+                out = ctx.recv_v2(dst_type.local_shape(), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
+                ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
+                return out
+        return ctx.reshard_v2(value, dst, dst_type)
+
+
+SAME_STATUS = SameStatus()

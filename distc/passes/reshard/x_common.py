@@ -1,0 +1,571 @@
+"""The lowering shared by distc's extra reshard functions (the other ``x_*.py`` modules).
+
+Paddle 3.3.1 refuses some transitions (S->P, P(avg/max)->S, P->P of another reduce type, uneven
+S->R and S->S) and gets others wrong (found by :mod:`distc.analysis.simulate` on Paddle's own
+output: R->P keeps the value on *global* rank 0 only, so a mesh or 2-D sub-mesh group without
+rank 0 sums to zero; on a 2-D mesh R->P also skips the slices a new shard needs and fills zeros of
+the global shape; uneven P->S cuts its padding with global-frame split sections; gathers and
+reduce-scatters assume ascending process ids).  This module registers nothing: each ``x_`` module
+registers one function for one kind of transition, all of which lower the whole reshard with
+:func:`lower`, or decline (:class:`Decline`) when Paddle's own lowering is right for the case
+(:func:`paddle_problem` finds nothing), so Paddle's output is kept wherever it is correct.
+
+:func:`lower` works one mesh dim at a time on the 1-D sub-mesh holding the rank, in four rounds
+(like Paddle's ``NdMeshReshardFunction``), every step correct for uneven pieces (``ceil(n/p)``
+each, the last ones shorter or empty) and for any order of process ids:
+
+1. mesh dims that stop sharding a tensor axis: S->P(sum|avg|prod) pads the local piece with
+   zeros (ones) to the full extent, no communication (avg also multiplies by p); anything else
+   un-shards first: all_gather of pieces padded to ``ceil(n/p)``, then slices put back together
+   in mesh order (``split_with_num`` + ``concat`` when even);
+2. partial mesh dims: P->R all_reduce; P->S(sum|avg) reduce_scatter of the value padded to
+   ``p*ceil(n/p)`` (transposed so the axis is first; avg then divides by p) and the short
+   pieces sliced; P(max|min|prod)->S all_reduce + slice; P(sum)<->P(avg) a local multiply or
+   divide by p; other P->P' all_reduce then R->P';
+3. new partial mesh dims R->P: the first process of each group along the dim keeps the value,
+   the others hold the reduce type's identity (zeros for sum, ones for prod, the value itself
+   for avg/max/min), built with the *local* shape;
+4. new shards R->S: a slice of the rank's piece.
+
+The ops are Paddle's own (``all_gather``, ``all_reduce``, ``reduce_scatter``, ``slice``,
+``concat``, ``split_with_num``, ``transpose``, ``full``, ``assign``, ``scale``, ``divide``), so the output
+still runs on Paddle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.dist import Placement, ProcessMesh, TensorDistAttr, VecDistAttr, split_bounds
+from ...ir.types import VectorType
+from ...syntax.diagnostics import DiagnosticError
+from .context import Decline
+from .util import describe
+
+FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+REDUCE_OK = ("SUM", "AVG", "MAX", "MIN", "PRODUCT")
+
+
+# ------------------------------------------------------------------------------------ planning
+@dataclass(frozen=True)
+class Step:
+    dim: int  # mesh dim
+    src: Placement
+    dst: Placement
+
+    def __str__(self) -> str:
+        return f"mesh dim {self.dim}: {_pl(self.src)}->{_pl(self.dst)}"
+
+
+def _pl(p: Placement) -> str:
+    if p.kind == "S":
+        return f"S({p.dim})"
+    if p.kind == "P":
+        return f"P({p.reduce.lower()})"
+    return "R"
+
+
+def steps(src: TensorDistAttr, dst: TensorDistAttr) -> list[Step]:
+    """The mesh dims whose placement changes."""
+    return [Step(k, a, b) for k, (a, b) in enumerate(zip(src.placements, dst.placements)) if a != b]
+
+
+def same_mesh(src: TensorDistAttr, dst: TensorDistAttr) -> bool:
+    return src.mesh == dst.mesh and src.mesh.ndim >= 1
+
+
+def has_step(src: TensorDistAttr, dst: TensorDistAttr, pred) -> bool:
+    """``src`` and ``dst`` are on one mesh and some mesh dim's change satisfies ``pred(a, b)``."""
+    if not same_mesh(src, dst) or len(src.placements) != len(dst.placements):
+        return False
+    return any(pred(s.src, s.dst) for s in steps(src, dst))
+
+
+def coshard(a: TensorDistAttr) -> bool:
+    return a.given is not None
+
+
+def _uneven(n: int, p: int) -> bool:
+    return n > 0 and n % p != 0
+
+
+def _sorted_along(mesh: ProcessMesh, k: int) -> bool:
+    return all(list(m.process_ids) == sorted(m.process_ids) for m in mesh.sub_meshes(k))
+
+
+def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
+    """Why Paddle 3.3.1's own lowering of ``src -> dst`` (same mesh) is wrong or refused, or
+    ``None`` when it is right (as the simulator proves on Paddle's output), so distc keeps it."""
+    if not same_mesh(src, dst):
+        return None  # cross-mesh copies are split off before (same_status), then judged here
+    if coshard(src) or coshard(dst):
+        return "co-sharded placements"
+    mesh = src.mesh
+    nd = mesh.ndim
+    sp, dp = src.placements, dst.placements
+    for st in steps(src, dst):
+        a, b, k = st.src, st.dst, st.dim
+        p = mesh.shape[k]
+        if a.kind == "S" and b.kind == "P" and nd == 1:
+            return "Paddle has no S->P lowering on a 1-D mesh"
+        if a.kind == "P" and b.kind == "P":
+            return "Paddle has no P->P lowering for another reduce type"
+        if a.kind == "P" and b.kind == "S":
+            if a.reduce != "SUM":
+                return f"Paddle's p_to_s only supports SUM, not {a.reduce}"
+            if _uneven(shape[b.dim], p):
+                return "Paddle's uneven p_to_s cuts the padding with global-frame split sections"
+            if not _sorted_along(mesh, k):
+                return "Paddle's reduce_scatter assumes ascending process ids"
+        if a.kind == "S" and b.kind != "R" and (_uneven(shape[a.dim], p) or (b.kind == "S" and _uneven(shape[b.dim], p))):
+            return "Paddle fails on uneven S->R / S->S"
+        if a.kind == "S" and b.kind == "R" and _uneven(shape[a.dim], p):
+            return "Paddle fails on uneven S->R / S->S"
+        if a.kind == "S" and not _sorted_along(mesh, k):
+            return "Paddle's all_gather / all_to_all assume ascending process ids"
+        if b.kind == "P" and a.kind in ("R", "S") and b.reduce not in ("SUM", "AVG", "MAX"):
+            return f"Paddle's r_to_p does not support {b.reduce}"
+    # R->P (on an N-d mesh also S->P = S->R, R->P): Paddle keeps the value on global rank 0 and
+    # writes zeros (of the global shape) on every other rank for SUM
+    new_p = {k: dp[k].reduce for k in range(nd) if dp[k].kind == "P" and sp[k].kind in ("R", "S")}
+    if "SUM" in new_p.values():
+        if 0 not in mesh.process_ids:
+            return "Paddle's r_to_p keeps the value on global rank 0, which is not in the mesh"
+        if nd > 1 and not all(mesh.shape[j] == 1 or new_p.get(j) == "SUM" for j in range(nd)):
+            return ("Paddle's r_to_p keeps the value on global rank 0 only: the groups of the other "
+                    "ranks hold zeros")
+    if nd > 1 and new_p and any(dp[j] != sp[j] for j in range(nd) if dp[j].kind == "S"):
+        return "Paddle's nd r_to_p skips the shards the destination adds"
+    return None
+
+
+# ------------------------------------------------------------------------------------ lowering
+class _Lowerer:
+    def __init__(self, ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type) -> None:
+        self.ctx = ctx
+        self.src, self.dst = src, dst
+        self.mesh = src.mesh
+        self.shape = tuple(value.type.shape)
+        self.dtype = value.type.dtype
+        self.rank = ctx.rank
+        self.coord = self.mesh.coord(self.rank)
+        self.cur = list(src.placements)
+        self.value = value
+        self.local = list(src.local_shape(self.shape, self.rank))
+        self.dst_type = dst_type
+        self.chunk = ctx.chunk_id(value)
+        self.did: list[str] = []
+
+    # -- attrs and types ---------------------------------------------------------------------
+    def attr(self, placements) -> TensorDistAttr:
+        dm = [-1] * len(self.shape)
+        partial = {}
+        for k, p in enumerate(placements):
+            if p.kind == "S":
+                dm[p.dim] = k
+            elif p.kind == "P":
+                partial[k] = p.reduce
+        return self.ctx.tattr(self.mesh, dm, partial)
+
+    def type_for(self, local, attr: TensorDistAttr):
+        """A dist type whose local shape on this rank is ``local`` (intermediate values)."""
+        g = list(local)
+        for axis, m in enumerate(attr.dims_mapping):
+            if m >= 0:
+                g[axis] = local[axis] * self.mesh.shape[m]
+        return self.ctx.dist_type(g, self.dtype, attr)
+
+    def put(self, v, local, attr: TensorDistAttr):
+        self.ctx.retype(v, self.type_for(local, attr))
+        return v
+
+    def sub(self, k: int):
+        m = self.mesh.sub_mesh(k, self.rank)
+        group = sorted(m.process_ids)
+        return m, group
+
+    def sub_attr(self, sub: ProcessMesh, axis: int | None = None, reduce: str | None = None) -> TensorDistAttr:
+        dm = [-1] * len(self.shape)
+        if axis is not None:
+            dm[axis] = 0
+        return self.ctx.tattr(sub, dm, {0: reduce} if reduce else {})
+
+    def dist_of(self, op_or_value, mesh, operands, results) -> None:
+        self.ctx.set_dist(op_or_value, self.ctx.op_attr(mesh, operands, results, self.chunk))
+
+    # -- small op helpers ----------------------------------------------------------------------
+    def full(self, local, value: float, attr: TensorDistAttr):
+        v = self.ctx.full(list(local), value, self.dtype)
+        self.put(v, local, attr)
+        self.dist_of(v, self.mesh, [], [attr])
+        return v
+
+    def scale(self, x, factor: float, attr: TensorDistAttr):
+        ctx = self.ctx
+        m = ctx.maker
+        s = ctx.full([1], factor, self.dtype, place="Place(cpu)")
+        rep = ctx.tattr(self.mesh, [-1])
+        ctx.retype(s, ctx.dist_type([1], self.dtype, rep))
+        ctx.set_dist(s, ctx.op_attr(self.mesh, [], [rep]))
+        xa = ctx.dist(x)
+        op = ctx.insert("pd_op.scale", [x, s], [self.type_for(self.local, attr)],
+                        {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)},
+                        ctx.op_attr(self.mesh, [xa, rep], [attr], self.chunk))
+        return op.result
+
+    def divide(self, x, divisor: int, attr: TensorDistAttr):
+        """``x / divisor`` (``divide`` by a ``full``: 1/p would lose digits as a printed float)."""
+        ctx = self.ctx
+        s = ctx.full([1], float(divisor), self.dtype, place="Place(cpu)")
+        rep = ctx.tattr(self.mesh, [-1])
+        ctx.retype(s, ctx.dist_type([1], self.dtype, rep))
+        ctx.set_dist(s, ctx.op_attr(self.mesh, [], [rep]))
+        op = ctx.insert("pd_op.divide", [x, s], [self.type_for(self.local, attr)], {},
+                        ctx.op_attr(self.mesh, [ctx.dist(x), rep], [attr], self.chunk))
+        return op.result
+
+    def concat(self, parts, axis: int, local, attr: TensorDistAttr):
+        """``concat`` of a list of values or of a vector value."""
+        if isinstance(parts, list) and len(parts) == 1:
+            return parts[0]
+        out = self.ctx.concat(parts, axis)
+        self.put(out, local, attr)
+        if isinstance(parts, list):
+            in_attrs = tuple(self.ctx.dist(v) for v in parts)
+        else:
+            in_attrs = tuple(e.dist for e in parts.type.elements)
+        self.dist_of(out, self.mesh, [VecDistAttr(in_attrs), self.ctx.tattr(self.mesh, [-1])], [attr])
+        return out
+
+    def slice(self, x, axes, starts, ends, local, attr: TensorDistAttr):
+        out = self.ctx.slice(x, list(axes), list(starts), list(ends))
+        self.put(out, local, attr)
+        self.dist_of(out, self.mesh, [self.ctx.dist(x)], [attr])
+        return out
+
+    def unpack(self, vec):
+        types = list(vec.type.elements)
+        op = self.ctx.insert("builtin.split", [vec], types)
+        return list(op.results)
+
+    def transpose(self, x, perm, local, attr: TensorDistAttr):
+        out = self.ctx.transpose(x, perm)
+        self.put(out, local, attr)
+        return out
+
+    # -- the steps -----------------------------------------------------------------------------
+    def s_to_r(self, k: int, axis: int) -> None:
+        """Gather the pieces of ``axis`` along mesh dim ``k`` (uneven and any id order)."""
+        ctx = self.ctx
+        p = self.mesh.shape[k]
+        n = self.shape[axis]  # the axis is sharded by dim k only (no co-sharding)
+        sub, group = self.sub(k)
+        before = self.attr(self.cur)
+        self.cur[k] = Placement("R")
+        after = self.attr(self.cur)
+        if p == 1:
+            out = ctx.share_data_(self.value)
+            self.value = self.put(out, self.local, after)
+            return
+        c = (n + p - 1) // p
+        sizes = [split_bounds(n, p, i)[1] - split_bounds(n, p, i)[0] for i in range(p)]
+        order = [group.index(r) for r in sub.process_ids]  # coordinate -> position in the group
+        x = self.value
+        loc = list(self.local)
+        if loc[axis] < c:  # pad this rank's piece to ceil(n/p)
+            pad = list(loc)
+            pad[axis] = c - loc[axis]
+            z = self.full(pad, 0.0, before)
+            loc[axis] = c
+            x = self.concat([x, z], axis, loc, before)
+        gathered = ctx.all_gather(x, group, p)
+        gl = list(loc)
+        gl[0] *= p
+        gattr = self.sub_attr(sub)
+        self.put(gathered, gl, after)
+        self.dist_of(gathered, sub, [self.sub_attr(sub, axis)], [gattr])
+        out_local = list(self.local)
+        out_local[axis] = n
+        even = all(s == c for s in sizes)
+        if even and axis == 0 and order == list(range(p)):
+            self.value = gathered
+        elif even:
+            vec = ctx.split_with_num(gathered, p, 0)
+            pl = list(loc)
+            vec.type = VectorType(tuple(self.type_for(pl, after) for _ in range(p)))
+            if order == list(range(p)):
+                self.value = self.concat(vec, axis, out_local, after)
+            else:
+                pieces = self.unpack(vec)
+                self.value = self.concat([pieces[order[i]] for i in range(p)], axis, out_local, after)
+        else:
+            parts = []
+            for i in range(p):
+                if sizes[i] == 0:
+                    continue
+                j = order[i]
+                pl = list(loc)
+                pl[axis] = sizes[i]
+                axes, starts, ends = [0], [j * loc[0]], [(j + 1) * loc[0]]
+                if axis != 0:
+                    axes, starts, ends = [0, axis], [j * loc[0], 0], [(j + 1) * loc[0], sizes[i]]
+                else:
+                    ends = [j * loc[0] + sizes[i]]
+                parts.append(self.slice(gathered, axes, starts, ends, pl, after))
+            self.value = self.concat(parts, axis, out_local, after)
+        self.local = out_local
+
+    def s_to_p(self, k: int, axis: int, reduce: str) -> None:
+        """Shard -> Partial along mesh dim ``k``."""
+        p = self.mesh.shape[k]
+        n = self.shape[axis]
+        if reduce in ("MAX", "MIN") or (reduce in ("AVG",) and self.dtype not in FLOAT_DTYPES):
+            self.s_to_r(k, axis)
+            self.r_to_p(k, reduce)
+            return
+        before = self.attr(self.cur)
+        self.cur[k] = Placement("P", -1, reduce)
+        after = self.attr(self.cur)
+        lo, hi = split_bounds(n, p, self.coord[k])
+        fill = 1.0 if reduce == "PRODUCT" else 0.0
+        parts = []
+        if lo > 0:
+            s = list(self.local)
+            s[axis] = lo
+            parts.append(self.full(s, fill, after))
+        if hi > lo:
+            parts.append(self.value)
+        if n > hi:
+            s = list(self.local)
+            s[axis] = n - hi
+            parts.append(self.full(s, fill, after))
+        out_local = list(self.local)
+        out_local[axis] = n
+        x = self.concat(parts, axis, out_local, after) if len(parts) > 1 else None
+        if x is None:
+            x = self.ctx.assign(parts[0])
+            self.put(x, out_local, after)
+            self.dist_of(x, self.mesh, [before], [after])
+        self.local = out_local
+        if reduce == "AVG":
+            x = self.scale(x, float(p), after)
+        self.value = x
+
+    def p_to_r(self, k: int, reduce: str) -> None:
+        sub, group = self.sub(k)
+        self.cur[k] = Placement("R")
+        after = self.attr(self.cur)
+        out = self.ctx.all_reduce(self.value, group, reduce)
+        self.put(out, self.local, after)
+        self.dist_of(out, sub, [self.sub_attr(sub, reduce=reduce)], [self.sub_attr(sub)])
+        self.value = out
+
+    def p_to_s(self, k: int, reduce: str, axis: int) -> None:
+        ctx = self.ctx
+        p = self.mesh.shape[k]
+        n = self.shape[axis]
+        if reduce not in ("SUM", "AVG") or (reduce == "AVG" and self.dtype not in FLOAT_DTYPES):
+            self.p_to_r(k, reduce)
+            self.r_to_s(k, axis)
+            return
+        sub, group = self.sub(k)
+        before = self.attr(self.cur)
+        c = (n + p - 1) // p
+        x = self.value
+        loc = list(self.local)  # loc[axis] == n: the axis is not sharded by another dim
+        perm = None
+        if axis != 0:
+            perm = list(range(len(loc)))
+            perm[0], perm[axis] = axis, 0
+            loc = [loc[i] for i in perm]
+            x = self.transpose(x, perm, loc, self.attr_perm(before, perm))
+        tattr = self.attr_perm(before, perm)
+        if loc[0] < c * p:
+            pad = list(loc)
+            pad[0] = c * p - loc[0]
+            z = self.full(pad, 0.0, tattr)
+            loc[0] = c * p
+            x = self.concat([x, z], 0, loc, tattr)
+        order = [group.index(r) for r in sub.process_ids]
+        if order != list(range(p)):  # chunk j of the input goes to group position j
+            vec = ctx.split_with_num(x, p, 0)
+            cl = list(loc)
+            cl[0] = c
+            vec.type = VectorType(tuple(self.type_for(cl, tattr) for _ in range(p)))
+            chunks = self.unpack(vec)
+            inv = {j: i for i, j in enumerate(order)}
+            x = self.concat([chunks[inv[j]] for j in range(p)], 0, loc, tattr)
+        out = ctx.reduce_scatter(x, group, p)
+        self.cur[k] = Placement("S", axis)
+        after = self.attr(self.cur)
+        rl = list(loc)
+        rl[0] = c
+        rattr = self.attr_perm(after, perm)
+        self.put(out, rl, rattr)
+        self.dist_of(out, sub, [self.sub_attr(sub, reduce="SUM")], [self.sub_attr(sub, 0)])
+        lo, hi = split_bounds(n, p, self.coord[k])
+        if hi - lo < c:
+            sl = list(rl)
+            sl[0] = hi - lo
+            out = self.slice(out, [0], [0], [hi - lo], sl, rattr)
+            rl = sl
+        if perm is not None:
+            rl = [rl[i] for i in perm]
+            out = self.transpose(out, perm, rl, after)
+        self.local = rl
+        if reduce == "AVG":
+            out = self.divide(out, p, after)
+        self.value = out
+
+    def attr_perm(self, attr: TensorDistAttr, perm) -> TensorDistAttr:
+        if perm is None:
+            return attr
+        return self.ctx.tattr(attr.mesh, [attr.dims_mapping[i] for i in perm], attr.partial)
+
+    def p_to_p(self, k: int, a: str, b: str) -> None:
+        p = self.mesh.shape[k]
+        if {a, b} == {"SUM", "AVG"} and self.dtype in FLOAT_DTYPES:
+            self.cur[k] = Placement("P", -1, b)
+            after = self.attr(self.cur)
+            if b == "AVG":
+                self.value = self.scale(self.value, float(p), after)
+            else:
+                self.value = self.divide(self.value, p, after)
+            return
+        self.p_to_r(k, a)
+        self.r_to_p(k, b)
+
+    def r_to_p(self, k: int, reduce: str) -> None:
+        sub, group = self.sub(k)
+        before = self.attr(self.cur)
+        self.cur[k] = Placement("P", -1, reduce)
+        after = self.attr(self.cur)
+        root = sub.process_ids[0]
+        if reduce in ("SUM", "PRODUCT") and self.rank != root:
+            out = self.ctx.full(list(self.local), 0.0 if reduce == "SUM" else 1.0, self.dtype)
+        else:
+            out = self.ctx.assign(self.value)
+        self.put(out, self.local, after)
+        self.dist_of(out, sub, [self.sub_attr(sub)], [self.sub_attr(sub, reduce=reduce)])
+        self.value = out
+
+    def r_to_s(self, k: int, axis: int) -> None:
+        p = self.mesh.shape[k]
+        n = self.shape[axis]
+        self.cur[k] = Placement("S", axis)
+        after = self.attr(self.cur)
+        if p == 1:
+            out = self.ctx.share_data_(self.value)
+            self.value = self.put(out, self.local, after)
+            return
+        lo, hi = split_bounds(n, p, self.coord[k])
+        loc = list(self.local)
+        loc[axis] = hi - lo
+        self.value = self.slice(self.value, [axis], [lo], [hi], loc, after)
+        self.local = loc
+
+    # -- driver --------------------------------------------------------------------------------
+    def run(self):
+        dst = list(self.dst.placements)
+        nd = self.mesh.ndim
+        # A value partial over several mesh dims is reduced over the lowest mesh dim first (the
+        # order of Paddle's nd_mesh).  One reduce type, or only sum and avg (linear), commute:
+        # the rounds below may then touch one partial dim while others stay.  With other mixes
+        # ("safe" mode) every partial dim of the source is reduced (lowest first) and the
+        # destination's are made afresh, highest first, which is valid for any mix.
+        types = {p.reduce for p in (*self.src.placements, *dst) if p.kind == "P"}
+        safe = len(types) > 1 and not types <= {"SUM", "AVG"}
+        if safe:
+            self.did.append("mixed partial reduce types: every partial dim is reduced, then rebuilt")
+        # 1. shards that change
+        for k in range(nd - 1, -1, -1):
+            a, b = self.cur[k], dst[k]
+            if a.kind != "S" or a == b:
+                continue
+            if b.kind == "P" and not safe:
+                self.s_to_p(k, a.dim, b.reduce)
+                how = ("local pad, no communication" if b.reduce in ("SUM", "AVG", "PRODUCT")
+                       else "all_gather, then keep")
+                self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: {how}")
+            else:
+                self.s_to_r(k, a.dim)
+                self.did.append(f"{_pl(a)}->R on mesh dim {k}: all_gather")
+        # 2. partial dims that change (all of them in safe mode), the lowest mesh dim first
+        for k in range(nd):
+            a, b = self.cur[k], dst[k]
+            if a.kind != "P" or (a == b and not safe):
+                continue
+            if b.kind == "S":
+                self.p_to_s(k, a.reduce, b.dim)
+                how = "reduce_scatter" if a.reduce in ("SUM", "AVG") else "all_reduce + slice"
+                self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: {how}")
+            elif b.kind == "P" and not safe:
+                self.p_to_p(k, a.reduce, b.reduce)
+                local = {a.reduce, b.reduce} == {"SUM", "AVG"}
+                self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: "
+                                + ("local multiply/divide by p" if local else "all_reduce, then R->P"))
+            else:
+                self.p_to_r(k, a.reduce)
+                self.did.append(f"{_pl(a)}->R on mesh dim {k}: all_reduce")
+        # 3. new partial dims, the highest mesh dim first
+        for k in range(nd - 1, -1, -1):
+            a, b = self.cur[k], dst[k]
+            if a.kind == "R" and b.kind == "P":
+                self.r_to_p(k, b.reduce)
+                self.did.append(f"R->{_pl(b)} on mesh dim {k}: the group's first process keeps the value")
+        # 4. new shards
+        for k in range(nd - 1, -1, -1):
+            a, b = self.cur[k], dst[k]
+            if a.kind == "R" and b.kind == "S":
+                self.r_to_s(k, b.dim)
+                self.did.append(f"R->{_pl(b)} on mesh dim {k}: slice")
+        if list(self.cur) != dst:  # pragma: no cover - the rounds above cover every change
+            raise Decline(f"internal: could not reach {dst} (at {self.cur})")
+        out = self.value
+        if out is self.src_value:
+            out = self.ctx.share_data_(out)
+        self.ctx.retype(out, self.dst_type)
+        owner = out.owner
+        if owner is not None and owner.dist_attr is not None:
+            od = owner.dist_attr
+            res = list(od.results)
+            if res:
+                res[out.index] = self.dst
+                owner.dist_attr = od.with_(results=tuple(self.ctx.maker.restyle(r) for r in res))
+        return out
+
+
+def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, function: str):
+    """Lower ``src -> dst`` (one mesh) for ``ctx.rank`` correctly; leaves a note for ``--explain``."""
+    if not same_mesh(src, dst):
+        raise Decline("distc's extra functions work on one mesh (cross-mesh copies are split off first)")
+    if coshard(src) or coshard(dst):
+        raise Decline("co-sharded placements (one tensor axis over several mesh dims) are not supported")
+    for pl in (*src.placements, *dst.placements):
+        if pl.kind == "P" and pl.reduce not in REDUCE_OK:
+            line, col = ctx.op.loc or (None, None)
+            raise DiagnosticError(
+                f"no lowering from {describe(src)} to {describe(dst)}: partial reduce type {pl.reduce} "
+                "has no collective", line, col)
+    if any(d < 0 for d in value.type.shape):
+        raise Decline("dynamic shapes are not supported")
+    if ctx.rank not in src.mesh.process_ids:
+        return ctx.reshard_v2(value, dst, dst_type)
+    lw = _Lowerer(ctx, src, dst, value, dst_type)
+    lw.src_value = value
+    out = lw.run()
+    why = paddle_problem(src, dst, value.type.shape) or "Paddle's lowering differs"
+    ids = list(src.mesh.process_ids)
+    ctx.note(f"{function}: {describe_short(src)} -> {describe_short(dst)} on mesh {list(src.mesh.shape)} "
+             f"{ids}, shape {list(value.type.shape)}, rank {ctx.rank}: not Paddle's lowering ({why}); "
+             + "; ".join(lw.did))
+    return out
+
+
+def describe_short(a: TensorDistAttr) -> str:
+    return "[" + ", ".join(_pl(p) for p in a.placements) + "]"
+
+
+def decline_if_paddle_is_right(src: TensorDistAttr, dst: TensorDistAttr, value) -> None:
+    if paddle_problem(src, dst, value.type.shape) is None:
+        raise Decline("Paddle's own lowering is correct here")

@@ -1,0 +1,41 @@
+"""``reshard{rank=R}``: lower every ``dist_op.reshard`` for rank R as Paddle 3.3.1 does
+(``ReshardPasses.apply_reshard_pass``); see :mod:`distc.passes.reshard`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import ModulePass, PassContext, register
+
+
+@register
+@dataclass
+class ReshardPass(ModulePass):
+    name = "reshard"
+    description = "lower dist_op.reshard ops for one rank (Paddle 3.3.1's reshard functions)"
+
+    rank: int = 0
+    paddle: bool = False  # only Paddle's own reshard functions (fail where Paddle fails)
+    ring_base: int = 12  # the first ring id handed out (Paddle's first in a fresh process)
+
+    def apply(self, prog, ctx: PassContext) -> None:
+        from ..analysis.cost import record_dict
+        from .reshard import lower_program, ring_allocator
+
+        rings = ring_allocator(ctx, first=self.ring_base)
+        rings.reserved |= _ring_ids_in(prog) - set(rings.groups.values())
+        res = lower_program(prog, self.rank, rings=rings, paddle_only=self.paddle)
+        ctx.collectives.extend(record_dict(r) for r in res.records)
+        ctx.notes.extend(res.notes)
+        ctx.stats.setdefault("reshard_steps", []).extend(res.steps)
+        ctx.stats["rank"] = self.rank
+
+
+def _ring_ids_in(prog) -> set[int]:
+    out = set()
+    for op in prog.walk():
+        a = op.attrs.get("ring_id")
+        v = getattr(a, "value", None)
+        if isinstance(v, int):
+            out.add(v)
+    return out

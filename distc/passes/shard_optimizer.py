@@ -1,0 +1,391 @@
+"""``shard-optimizer{stage=1,axis=...,mesh_dims=...}``: ZeRO stage 1 as Paddle's
+``dist.shard_optimizer(opt, dist.ShardingStage1(...))`` leaves a PIR program.
+
+What Paddle 3.3.1 does (``api.py``: ``_ShardOptimizer._shard_accumulator``,
+``ShardingStage1.__call__``, ``get_placement_with_sharding``; the optimizer's SPMD rule):
+
+* every optimizer state but the beta-power accumulators (moments, velocity, master weight...)
+  takes the parameter's placements plus ``Shard(k)`` on the sharding mesh dim, ``k`` the lowest
+  tensor axis the parameter is not already split on; beta-pow accumulators are replicated on the
+  parameter's mesh.  A state produced by ``pd_op.data`` is retyped in place (its ``shape``
+  attribute is left alone) and gets ``op_dist_attr {mesh, result(0)}``; any other state is
+  resharded with a ``dist_op.reshard`` before the update;
+* parameters whose first dim is 1 keep replicated states (Paddle skips them);
+* the update op is created after that, so its SPMD rule sees sharded moments: param, grad,
+  moments and master weight all take the merged dims mapping (no partial), and so do the
+  in-place results (their types change too).  No reshard is inserted yet: the partition pass
+  does that from the op's ``op_dist_attr``.
+
+The table below gives, for each optimizer op (and each operand count it has had), the role of
+every operand and which operand each result updates in place.  Paddle accepts only AdamW and SGD
+in ``shard_optimizer``; distc shards the other stateful optimizers the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..ir.builder import Maker
+from ..ir.core import Operation, Program, Value
+from ..ir.dist import REPLICATE, Placement, ProcessMesh, Shard, TensorDistAttr
+from ..ir.types import DistTensorType
+from ..syntax.diagnostics import DiagnosticError
+from .base import ModulePass, PassContext, register
+from .sharding_util import Cursor, dist_of, fail, make_reshard, op_role_attr, same_layout
+
+# operand roles
+PARAM, GRAD, LR, STATE, BETA_POW, MASTER, SKIP, SCALAR = (
+    "param", "grad", "lr", "state", "beta_pow", "master", "skip_update", "scalar")
+
+
+class OptSig(NamedTuple):
+    """One signature of an optimizer op: operand roles (with names) and result -> operand."""
+
+    operands: tuple[tuple[str, str], ...]  # (role, name)
+    inplace: tuple[int, ...]  # result i updates operand inplace[i]
+    spmd: str  # "adam": merge param/grad/states/master; "sgd": param/grad elementwise only
+
+
+def _sig(operands: str, inplace: tuple[int, ...], spmd: str = "adam") -> OptSig:
+    out = []
+    for item in operands.split():
+        name, role = item.split(":")
+        out.append((role, name))
+    return OptSig(tuple(out), inplace, spmd)
+
+
+_ADAM13 = _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state moment2_max:state "
+               "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master skip_update:skip_update "
+               "beta1:scalar beta2:scalar epsilon:scalar", (0, 3, 4, 5, 6, 7, 8))
+_ADAM12 = _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state "
+               "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master skip_update:skip_update "
+               "beta1:scalar beta2:scalar epsilon:scalar", (0, 3, 4, 5, 6, 7))
+
+# (op name, operand count) -> signature.  12-operand adam(w)_ is the 2024 one (no moment2_max).
+OPTIMIZERS: dict[tuple[str, int], OptSig] = {
+    ("pd_op.adamw_", 13): _ADAM13,
+    ("pd_op.adamw_", 12): _ADAM12,
+    ("pd_op.adam_", 13): _ADAM13,
+    ("pd_op.adam_", 12): _ADAM12,
+    ("pd_op.sgd_", 4): _sig("param:param learning_rate:lr grad:grad master_param:master", (0, 3), "sgd"),
+    ("pd_op.momentum_", 5): _sig("param:param grad:grad velocity:state learning_rate:lr "
+                                 "master_param:master", (0, 2, 4)),
+    ("pd_op.lamb_", 9): _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state "
+                             "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master "
+                             "skip_update:skip_update", (0, 3, 4, 5, 6, 7)),
+    ("pd_op.adagrad_", 5): _sig("param:param grad:grad moment:state learning_rate:lr master_param:master",
+                                (0, 2, 4)),
+    ("pd_op.rmsprop_", 7): _sig("param:param mean_square:state grad:grad moment:state learning_rate:lr "
+                                "mean_grad:state master_param:master", (0, 3, 1, 5, 6)),
+    ("pd_op.adamax_", 7): _sig("param:param grad:grad learning_rate:lr moment:state inf_norm:state "
+                               "beta1_pow:beta_pow master_param:master", (0, 3, 4, 6)),
+    ("pd_op.adadelta_", 6): _sig("param:param grad:grad avg_squared_grad:state avg_squared_update:state "
+                                 "learning_rate:lr master_param:master", (0, 2, 3, 5)),
+}
+
+
+def optimizer_sig(op: Operation) -> OptSig | None:
+    return OPTIMIZERS.get((op.name, op.num_operands))
+
+
+def inplace_map(op: Operation) -> dict[int, int]:
+    """result index -> operand index for ops that update operands in place (Paddle's
+    ``get_op_inplace_info``): the optimizer table, ``assign_out_``, and ``x_`` ops on operand 0."""
+    sig = optimizer_sig(op)
+    if sig is not None:
+        return {r: o for r, o in enumerate(sig.inplace) if r < op.num_results}
+    if op.name == "pd_op.assign_out_":
+        return {0: 1}
+    base = op.name.split(".", 1)[-1]
+    if (op.dialect == "pd_op" and base.endswith("_") and not base.endswith("__")
+            and op.num_operands and op.num_results and op.name not in _NOT_INPLACE):
+        return {0: 0}
+    return {}
+
+
+# collectives and other "_" ops whose result does not alias operand 0 in the partition sense
+_NOT_INPLACE = {"pd_op.share_data_", "pd_op.coalesce_tensor_"}
+
+
+# ------------------------------------------------------------------------------ placements
+def placements_with_sharding(param: TensorDistAttr, ndim: int, axis: int,
+                             op: Operation | None = None) -> tuple[Placement, ...]:
+    """Paddle's ``get_placement_with_sharding``: Shard(k) on mesh dim ``axis``, ``k`` the lowest
+    tensor axis other than the one the parameter is already sharded on."""
+    pl = list(param.placements)
+    shard_axis = -1
+    for p in pl:
+        if p.kind == "S":
+            if shard_axis != -1:
+                raise fail(op, "a parameter sharded on two tensor axes cannot be sharded again by "
+                               "the sharding strategy (Paddle: \"The parameter can't be shard twice\")")
+            shard_axis = p.dim
+    for d in range(ndim):
+        if d != shard_axis:
+            pl[axis] = Shard(d)
+            break
+    return tuple(pl)
+
+
+def resolve_axis(axis: str | None, mesh_dims: tuple[str, ...], ndim: int, where: str = "") -> int | None:
+    """``axis`` given as an index or a mesh-dim name (names from ``mesh_dims``)."""
+    if axis is None or axis == "":
+        return None
+    a = str(axis).strip()
+    if a.lstrip("-").isdigit():
+        k = int(a)
+    elif a in mesh_dims:
+        k = list(mesh_dims).index(a)
+    else:
+        names = ",".join(mesh_dims) if mesh_dims else "none given (use mesh_dims=dp,mp)"
+        raise DiagnosticError(f"{where}unknown sharding mesh dim '{a}' (mesh dim names: {names})")
+    if not 0 <= k < max(ndim, 1):
+        raise DiagnosticError(f"{where}sharding mesh dim {k} is out of range for a {ndim}-D mesh")
+    return k
+
+
+# ------------------------------------------------------------------------------ SPMD
+def _merge_elementwise(a: tuple[int, ...], b: tuple[int, ...]) -> list[int]:
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == -1:
+            out.append(x)
+        elif x == -1:
+            out.append(y)
+        else:
+            out.append(-1)
+    seen: set[int] = set()
+    for i, m in enumerate(out):  # a mesh dim splits one tensor axis only
+        if m >= 0:
+            if m in seen:
+                out[i] = -1
+            seen.add(m)
+    return out
+
+
+def merged_dims_mapping(sig: OptSig, op: Operation) -> list[int] | None:
+    """The dims mapping Paddle's optimizer SPMD rule gives param, grad, moments and master."""
+    vals = {role_i: op.operand(i) for i, (role_i, _) in enumerate(sig.operands) if role_i in (PARAM, GRAD)}
+    p, g = dist_of(vals.get(PARAM)), dist_of(vals.get(GRAD))
+    if p is None:
+        return None
+    pg = _merge_elementwise(p.dims_mapping, g.dims_mapping) if g is not None else list(p.dims_mapping)
+    if sig.spmd == "sgd":
+        return pg
+    states = [dist_of(op.operand(i)) for i, (r, _) in enumerate(sig.operands) if r == STATE]
+    cands = [pg, pg] + [list(s.dims_mapping) for s in states if s is not None]
+    out = []
+    for i in range(len(pg)):
+        dst = -1
+        for c in cands:
+            st = c[i] if i < len(c) else -1
+            if st == -1:
+                continue
+            if dst == -1:
+                dst = st
+            elif dst != st:
+                dst = -1
+                break
+        out.append(dst)
+    return out
+
+
+def respmd(op: Operation, sig: OptSig, mk: Maker) -> bool:
+    """Recompute the optimizer op's op_dist_attr entries for param, grad, states and master from
+    the current operand layouts, and retype the in-place results.  True if anything changed."""
+    d = op.dist_attr
+    dm = merged_dims_mapping(sig, op)
+    if d is None or dm is None:
+        return False
+    pdist = dist_of(op.operand(0))
+    assert pdist is not None
+    merged = TensorDistAttr(pdist.mesh, tuple(dm))
+    operands = list(d.operands)
+    for i, (role, _) in enumerate(sig.operands):
+        if i >= len(operands):
+            break
+        v = op.operand(i)
+        if role in (PARAM, GRAD) or (role in (STATE, MASTER) and v is not None):
+            operands[i] = mk.restyle(merged.with_(mesh=_entry_mesh(operands[i], pdist.mesh)))
+    results = list(d.results)
+    for r, oi in enumerate(sig.inplace):
+        if r >= len(results) or r >= op.num_results:
+            break
+        role = sig.operands[oi][0]
+        if role in (PARAM, STATE, MASTER) and op.operand(oi) is not None:
+            results[r] = mk.restyle(merged.with_(mesh=_entry_mesh(results[r], pdist.mesh)))
+    new = d.with_(operands=tuple(operands), results=tuple(results))
+    changed = new != d
+    if changed:
+        op.dist_attr = new
+    for r, e in enumerate(results):
+        if r >= op.num_results:
+            break
+        res = op.results[r]
+        t = res.type
+        if isinstance(t, DistTensorType) and isinstance(e, TensorDistAttr) and not e.is_empty:
+            if t.dist != e:
+                res.type = t.with_dist(e)
+                changed = True
+    return changed
+
+
+def _entry_mesh(e, default: ProcessMesh) -> ProcessMesh:
+    if isinstance(e, TensorDistAttr) and not e.is_empty:
+        return e.mesh
+    return default
+
+
+# ------------------------------------------------------------------------------ the pass
+@dataclass
+class ShardingDecision:
+    op: Operation
+    param_name: str
+    states: list[tuple[str, Value, TensorDistAttr, TensorDistAttr]]  # (name, value, before, after)
+
+
+@register
+@dataclass
+class ShardOptimizerPass(ModulePass):
+    name = "shard-optimizer"
+    description = "ZeRO: shard optimizer states over a mesh dim, as Paddle's ShardingStage1"
+
+    stage: int = 1
+    axis: str = ""  # mesh dim index or name; "" = Paddle's rule (0, or the last Replicate dim)
+    mesh_dims: tuple = ()  # mesh dim names, e.g. dp,mp (PIR text does not print them)
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:
+        if self.stage not in (0, 1, 2):
+            raise DiagnosticError(f"shard-optimizer: stage {self.stage} is not supported (0, 1 or 2)")
+        if self.stage == 0:
+            ctx.notes.append("shard-optimizer: stage 0, optimizer states left as they are")
+            return
+        mk = Maker(prog.style)
+        opt_ops = [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
+        unknown = sorted({op.name for op in prog.walk() if op.name.endswith("_") and _looks_like_optimizer(op)
+                          and optimizer_sig(op) is None})
+        for name in unknown:
+            ctx.notes.append(f"shard-optimizer: '{name}' with this operand count is not in the "
+                             f"optimizer table; left unsharded")
+        params = []
+        for op, sig in opt_ops:
+            p = op.operand(0)
+            pd = dist_of(p)
+            if pd is not None:
+                params.append((op, pd))
+        if not params:
+            ctx.notes.append("shard-optimizer: no distributed optimizer update found; nothing to shard")
+            return
+        ndim = max(pd.mesh.ndim for _, pd in params)
+        axis = resolve_axis(self.axis, tuple(self.mesh_dims), ndim, "shard-optimizer: ")
+        if axis is None:
+            axis = _paddle_axis(params)
+            how = "Paddle's rule"
+            if "dp" in self.mesh_dims and self.mesh_dims.index("dp") != axis:
+                ctx.notes.append(f"shard-optimizer: note: Paddle's rule picks mesh dim {axis}, not the one "
+                                 f"named dp; pass axis=dp to shard over dp")
+        else:
+            how = "given"
+        dim_name = self.mesh_dims[axis] if axis < len(self.mesh_dims) else f"mesh dim {axis}"
+        ctx.stats["sharding_axis"] = axis
+        ctx.notes.append(f"shard-optimizer: sharding mesh dim {axis} ({dim_name}, {how})")
+        decisions: list[ShardingDecision] = []
+        for op, sig in opt_ops:
+            dec = self._shard_one(op, sig, axis, mk, ctx)
+            if dec is not None:
+                decisions.append(dec)
+        ctx.stats["sharded_states"] = decisions
+
+    def _shard_one(self, op: Operation, sig: OptSig, axis: int, mk: Maker,
+                   ctx: PassContext) -> ShardingDecision | None:
+        param = op.operand(0)
+        pd = dist_of(param)
+        if pd is None or param is None:
+            return None
+        pt = param.type
+        assert isinstance(pt, DistTensorType)
+        pname = _param_name(param)
+        if axis >= pd.mesh.ndim:
+            raise fail(op, f"sharding mesh dim {axis} does not exist on the {pd.mesh.ndim}-D mesh of "
+                           f"parameter '{pname}'")
+        if pd.placements[axis].kind != "R":
+            raise fail(op, f"parameter '{pname}' is {pd.placements[axis]} on sharding mesh dim {axis}; "
+                           f"Paddle requires Replicate there (\"The placement on sharding_axis should be "
+                           f"Replicate\")")
+        if pt.rank == 0 or pt.shape[0] == 1:
+            ctx.notes.append(f"shard-optimizer: '{pname}' has first dim {pt.shape[0] if pt.rank else '(0-D)'}; "
+                             f"its states stay replicated (as Paddle)")
+            return None
+        sharded = placements_with_sharding(pd, pt.rank, axis, op)
+        replicated = tuple(REPLICATE for _ in range(pd.mesh.ndim))
+        dec = ShardingDecision(op, pname, [])
+        for i, (role, name) in enumerate(sig.operands):
+            if role not in (STATE, MASTER, BETA_POW):
+                continue
+            v = op.operand(i)
+            if v is None:
+                continue
+            t = v.type
+            if not isinstance(t, DistTensorType):
+                continue
+            want = sharded if role != BETA_POW else replicated
+            attr = mk.from_placements(pd.mesh, want, t.rank)
+            before = t.dist
+            self._place(op, i, v, attr, mk)
+            if role != BETA_POW:
+                dec.states.append((name, op.operand(i), before, attr))  # type: ignore[arg-type]
+        respmd(op, sig, mk)
+        if dec.states:
+            names = ", ".join(n for n, *_ in dec.states)
+            pl = "[" + ", ".join(str(p) for p in sharded) + "]"
+            ctx.notes.append(f"shard-optimizer: {pname} ({op.name}): {names} -> {pl}")
+        return dec
+
+    @staticmethod
+    def _place(op: Operation, i: int, v: Value, attr: TensorDistAttr, mk: Maker) -> None:
+        """Paddle's ``_apply_placement``: retype a ``pd_op.data`` state, reshard any other."""
+        t = v.type
+        assert isinstance(t, DistTensorType)
+        owner = v.owner
+        if owner is not None and owner.name == "pd_op.data":
+            if t.dist != attr:
+                v.type = t.with_dist(attr)
+            new_d = mk.op_dist(attr.mesh, [], [attr])
+            if owner.dist_attr != new_d:
+                owner.dist_attr = new_d
+            return
+        if same_layout(t.dist, attr):
+            return
+        r = make_reshard(mk, v, attr, op_role_attr(op))
+        Cursor.before(op).insert(r)
+        op.set_operand(i, r.result)
+
+
+def _looks_like_optimizer(op: Operation) -> bool:
+    return op.name.split(".")[-1].rstrip("_") in {
+        "adamw", "adam", "sgd", "momentum", "lamb", "adagrad", "rmsprop", "adamax", "adadelta",
+        "merged_adam", "merged_momentum", "lars_momentum", "nadam", "radam", "asgd"}
+
+
+def _paddle_axis(params: list[tuple[Operation, TensorDistAttr]]) -> int:
+    """``_set_and_check_sharding_prop_from_param``: 0, unless a parameter is not Replicate there;
+    then the last Replicate mesh dim of that parameter (and so on, over all parameters)."""
+    axis = 0
+    for _, pd in params:
+        pl = pd.placements
+        if axis < len(pl) and pl[axis].kind != "R":
+            for dim, p in enumerate(pl):
+                if p.kind == "R":
+                    axis = dim
+    return axis
+
+
+def _param_name(v: Value) -> str:
+    op = v.owner
+    if op is not None:
+        for key in ("parameter_name", "name"):
+            a = op.attr(key)
+            if a is not None and hasattr(a, "value"):
+                return str(a.value)
+    return f"%{v.name}"

@@ -1,0 +1,146 @@
+"""``shard-startup{main=PATH,rank=R}``: make the startup program initialise every sharded
+optimizer state at its global shape and keep only rank R's piece, as Paddle 3.3.1's
+``Engine._initialize`` does (PIR mode, ``engine.py``):
+
+1. for each ``builtin.shadow_output`` / ``builtin.set_parameter`` whose name is a
+   ``pd_op.data`` of the (distributed) main program whose local shape differs from its global
+   shape: the initializer's value (made a replicated dist value on that mesh if it was dense) is
+   resharded, right after its defining op, to the main program's layout, and the sink takes the
+   resharded value.  The initializer stops being persistable (the piece becomes it later);
+2. every op without an ``op_role`` gets ``op_role`` 0 (Forward);
+3. the ``reshard`` pass lowers the reshards for rank R (a slice: no communication);
+4. ``dist-to-dense`` (with the removal of one-rank collectives), then the resharded values are
+   made persistable again.
+
+``stop`` ends early: ``insert`` after step 2, ``reshard`` after step 3 (Paddle's
+``startup_after_reshard`` snapshot); ``final`` (default) is what Paddle hands the executor.
+Parameters (``builtin.parameter`` in main) are never resharded here, as in Paddle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.builder import Maker
+from ..ir.core import Operation, Program
+from ..ir.dist import TensorDistAttr
+from ..ir.types import DenseTensorType, DistTensorType
+from ..syntax.diagnostics import DiagnosticError
+from .base import REGISTRY, ModulePass, PassContext, register
+from .dist_to_dense import DistToDensePass
+from .sharding_util import Cursor, fail, make_reshard, persistable, set_persistable
+
+SINKS = {"builtin.shadow_output": "output_name", "builtin.set_parameter": "parameter_name"}
+
+
+def persistable_layouts(main: Program) -> dict[str, DistTensorType]:
+    """name -> type of every ``pd_op.data`` of the main program (Paddle's ``name_map_value``)."""
+    out: dict[str, DistTensorType] = {}
+    for op in main.block.ops:
+        if op.name == "pd_op.data":
+            a = op.attr("name")
+            t = op.results[0].type if op.results else None
+            if a is not None and isinstance(t, DistTensorType):
+                out[str(a.value)] = t  # type: ignore[union-attr]
+    return out
+
+
+def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType],
+                            notes: list[str] | None = None) -> list[Operation]:
+    """Step 1 and 2.  Returns the sink ops whose input was resharded."""
+    mk = Maker(startup.style)
+    changed: list[Operation] = []
+    for op in list(startup.block.ops):
+        key = SINKS.get(op.name)
+        if key is None:
+            continue
+        a = op.attr(key)
+        name = str(getattr(a, "value", "")) if a is not None else ""
+        t = layouts.get(name)
+        if t is None:
+            continue
+        local = t.local_shape(None)
+        if tuple(local) == tuple(t.shape):
+            continue
+        src = op.operand(0)
+        if src is None:
+            continue
+        st = src.type
+        if not isinstance(st, (DistTensorType, DenseTensorType)) or tuple(st.shape) != tuple(t.shape):
+            raise fail(op, f"startup value '{name}' has type {st}, but the main program reads it as "
+                           f"{t} (global shapes must agree)")
+        dst: TensorDistAttr = t.dist
+        if not isinstance(st, DistTensorType):
+            rep = mk.tensor_dist(dst.mesh, [-1] * len(st.shape))
+            src.type = mk.dist_type(st.shape, st.dtype, rep)
+        owner = src.owner
+        cur = Cursor.after(owner) if owner is not None else Cursor.at_start(startup.block)
+        r = make_reshard(mk, src, dst)
+        cur.insert(r)
+        if persistable(src) and owner is not None:
+            set_persistable(src, False)  # type: ignore[arg-type]
+            changed.append(op)
+        op.set_operand(0, r.result)
+        if notes is not None:
+            notes.append(f"shard-startup: '{name}' initialised at {list(t.shape)}, kept as "
+                         f"{list(local)} ({''.join(p.short() for p in dst.placements)})")
+    role = mk.i32(0)
+    for op in startup.walk():
+        if op.attr("op_role") is None:
+            op.set_attr("op_role", role)
+    return changed
+
+
+def restore_persistable(changed: list[Operation]) -> None:
+    for op in changed:
+        v = op.operand(0)
+        if v is not None and v.owner is not None:
+            set_persistable(v, True)  # type: ignore[arg-type]
+
+
+def run_reshard(prog: Program, rank: int, ctx: PassContext) -> None:
+    from . import load_passes
+
+    load_passes()
+    cls = REGISTRY.get("reshard")
+    if cls is None:
+        raise DiagnosticError("the 'reshard' pass (lowering dist_op.reshard to collectives) is not "
+                              "available in this build of distc")
+    cls(rank=rank).apply(prog, ctx)  # type: ignore[call-arg]
+
+
+def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], rank: int,
+                  ctx: PassContext, stop: str = "final") -> None:
+    layouts = main if isinstance(main, dict) else persistable_layouts(main)
+    changed = insert_startup_reshards(startup, layouts, ctx.notes)
+    ctx.stats["startup_resharded"] = len(changed)
+    if stop == "insert":
+        return
+    run_reshard(startup, rank, ctx)
+    if stop == "reshard":
+        return
+    DistToDensePass(rank=rank).apply(startup, ctx)
+    restore_persistable(changed)
+
+
+@register
+@dataclass
+class ShardStartupPass(ModulePass):
+    name = "shard-startup"
+    description = "initialise sharded optimizer states at global shape and keep rank R's piece (startup program)"
+
+    main: str = ""  # the distributed main program (path); or set .main_program
+    rank: int = 0
+    stop: str = "final"  # insert | reshard | final
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:
+        main = getattr(self, "main_program", None)
+        if main is None:
+            if not self.main:
+                raise DiagnosticError("shard-startup needs the sharded main program (main=PATH)")
+            from ..driver import load
+
+            main = load(self.main)
+        if self.stop not in ("insert", "reshard", "final"):
+            raise DiagnosticError(f"shard-startup: stop must be insert, reshard or final, not '{self.stop}'")
+        shard_startup(prog, main, self.rank, ctx, self.stop)

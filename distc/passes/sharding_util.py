@@ -1,0 +1,158 @@
+"""What the ZeRO passes (shard-optimizer, partition, shard-startup, remove-other-rank,
+dist-to-dense) share: value properties Paddle keeps in op attributes, and building
+``dist_op.reshard`` ops the way ``paddle._C_ops.reshard_v2`` does."""
+
+from __future__ import annotations
+
+from ..ir import attrs as A
+from ..ir.builder import Maker
+from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
+from ..ir.dist import ProcessMesh, TensorDistAttr
+from ..ir.types import DistTensorType
+from ..syntax.diagnostics import DiagnosticError
+
+
+def fail(op: Operation | None, msg: str) -> DiagnosticError:
+    """A diagnostic located at ``op``'s source line (if it came from the input)."""
+    if op is not None and op.loc is not None:
+        return DiagnosticError(msg, op.loc[0], op.loc[1])
+    return DiagnosticError(msg)
+
+
+# ------------------------------------------------------------------------------ value facts
+def _bool_at(op: Operation, key: str, index: int) -> bool | None:
+    a = op.attr(key)
+    if isinstance(a, A.ArrayAttr) and index < len(a.elements):
+        e = a.elements[index]
+        if isinstance(e, A.BoolAttr):
+            return e.value
+    return None
+
+
+def stop_gradient(v: Value | None) -> bool:
+    """A value's stop_gradient flag (kept in its defining op's ``stop_gradient`` list)."""
+    if isinstance(v, OpResult):
+        b = _bool_at(v.op, "stop_gradient", v.index)
+        return True if b is None else b
+    if isinstance(v, BlockArgument):
+        b = v.attrs.get("stop_gradient")
+        if isinstance(b, A.BoolAttr):
+            return b.value
+        if isinstance(b, A.ArrayAttr) and b.elements and isinstance(b.elements[0], A.BoolAttr):
+            return b.elements[0].value
+    return True
+
+
+def persistable(v: Value | None) -> bool:
+    """Whether a value is persistable (its defining op's ``persistable`` list says so)."""
+    if isinstance(v, OpResult):
+        return bool(_bool_at(v.op, "persistable", v.index))
+    if isinstance(v, BlockArgument):
+        b = v.attrs.get("persistable")
+        if isinstance(b, A.BoolAttr):
+            return b.value
+        if isinstance(b, A.ArrayAttr) and b.elements and isinstance(b.elements[0], A.BoolAttr):
+            return b.elements[0].value
+    return False
+
+
+def set_persistable(v: OpResult, flag: bool) -> None:
+    """Paddle's ``value.persistable = flag``: writes the defining op's ``persistable`` list
+    (creating it, one entry a result, if the op had none)."""
+    op = v.op
+    a = op.attr("persistable")
+    if isinstance(a, A.ArrayAttr) and len(a.elements) == op.num_results:
+        els = list(a.elements)
+    else:
+        els = [A.BoolAttr(False)] * op.num_results
+    els[v.index] = A.BoolAttr(flag)
+    op.set_attr("persistable", A.ArrayAttr(tuple(els)))
+
+
+def dist_of(v: Value | None) -> TensorDistAttr | None:
+    if v is None:
+        return None
+    t = v.type
+    return t.dist if isinstance(t, DistTensorType) else None
+
+
+def same_layout(a: TensorDistAttr | None, b: TensorDistAttr | None) -> bool:
+    """Dist-attr equality as Paddle means it (mesh, dims mapping, partial set; not print form)."""
+    if a is None or b is None:
+        return a is b
+    return (a.mesh == b.mesh and a.dims_mapping == b.dims_mapping
+            and sorted(a.partial) == sorted(b.partial))
+
+
+def op_role_attr(op: Operation):
+    return op.attr("op_role")
+
+
+def chunk_id_of(op: Operation) -> int:
+    d = op.dist_attr
+    if d is not None and d.chunk_id is not None:
+        return d.chunk_id
+    return -1
+
+
+# ------------------------------------------------------------------------------ reshard ops
+def reshard_mesh(src: ProcessMesh, dst: ProcessMesh) -> ProcessMesh:
+    """The op mesh of a ``dist_op.reshard``: the common mesh, or the union of both meshes."""
+    if src == dst:
+        return src
+    s, d = set(src.process_ids), set(dst.process_ids)
+    if d <= s:
+        return src
+    if s <= d:
+        return dst
+    ids = tuple(sorted(s | d))
+    return ProcessMesh((len(ids),), ids)
+
+
+def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Operation:
+    """``dist_op.reshard(src) -> dst`` (not inserted).  ``role`` is the op_role attribute to
+    carry (Paddle builds reshards under ``pir_op_role_guard`` of the op they serve)."""
+    st = src.type
+    if not isinstance(st, DistTensorType):
+        raise fail(None, f"cannot reshard a value of non-distributed type {st}")
+    dst = mk.restyle(dst)  # type: ignore[assignment]
+    attrs: dict = {
+        "op_dist_attr": mk.op_dist(reshard_mesh(st.dist.mesh, dst.mesh), [st.dist], [dst]),
+        "stop_gradient": mk.bools([stop_gradient(src)]),
+    }
+    if role is not None:
+        attrs["op_role"] = role
+    return mk.op("dist_op.reshard", [src], [mk.dist_type(st.shape, st.dtype, dst)], attrs)
+
+
+class Cursor:
+    """Paddle's insertion point: new ops go before ``anchor`` (the block's end when None), one
+    after another in creation order."""
+
+    def __init__(self, block: Block, anchor: Operation | None) -> None:
+        self.block = block
+        self.anchor = anchor
+
+    @staticmethod
+    def before(op: Operation) -> "Cursor":
+        assert op.parent is not None
+        return Cursor(op.parent, op)
+
+    @staticmethod
+    def after(op: Operation) -> "Cursor":
+        assert op.parent is not None
+        return Cursor(op.parent, op.next)
+
+    @staticmethod
+    def at_start(block: Block) -> "Cursor":
+        return Cursor(block, block.first)
+
+    def insert(self, op: Operation) -> Operation:
+        ref = self.anchor if self.anchor is not None else self.block.last
+        if op.indent is None and ref is not None:
+            op.indent = ref.indent
+        if self.anchor is None:
+            self.block.append(op)
+        else:
+            self.block.insert_before(self.anchor, op)
+        return op

@@ -1,0 +1,296 @@
+"""distc's extra reshard functions (distc/passes/reshard/x_*.py), proven with the SPMD simulator.
+
+Every case is lowered by distc for every rank of its meshes and run by
+:func:`distc.analysis.simulate.verify_reshard`, which checks each rank's piece of the result
+against the serial meaning of the destination layout.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from distc.analysis.simulate import verify_reshard
+from distc.ir.dist import ProcessMesh
+from distc.passes.base import PassContext, PassManager
+from distc.passes.reshard import functions, lower_program
+from distc.passes.reshard import x_common as X
+from distc.passes.reshard.explore import build_program, parse_placements
+from distc.passes.reshard.util import describe
+from distc.passes.reshard_pass import ReshardPass
+from distc.syntax.diagnostics import DiagnosticError
+
+from test_simulate import COMPLETE, PADDLE_BUGS, STATUS
+
+X_FUNCTIONS = ("x_p_to_s", "x_r_to_p", "x_s_to_r", "x_s_to_p", "x_p_to_p", "x_s_to_s")
+
+
+def lower_all(mesh, sp, dst_mesh, dp, shape, *, paddle_only=False):
+    """Lower the one-reshard program for every rank; (before, {rank: program}, functions used, notes)."""
+    before = build_program(mesh, sp, dst_mesh, dp, shape)
+    ranks = sorted(set(mesh.process_ids) | set(dst_mesh.process_ids))
+    progs, used, notes = {}, [], []
+    for r in ranks:
+        p = build_program(mesh, sp, dst_mesh, dp, shape)
+        res = lower_program(p, r, paddle_only=paddle_only)
+        used.extend(s["function"] for s in res.steps)
+        notes.extend(res.notes)
+        progs[r] = p
+    return before, progs, used, notes
+
+
+def prove(mesh, sp, dp, shape, dst_mesh=None):
+    dst_mesh = dst_mesh or mesh
+    before, progs, used, notes = lower_all(mesh, sp, dst_mesh, dp, shape)
+    rep = verify_reshard(progs, before=before)
+    assert rep.ok, f"{sp} -> {dp} {list(shape)} on {list(mesh.process_ids)} via {sorted(set(used))}:\n{rep}"
+    return used, notes
+
+
+def test_registered():
+    names = {f.name: f for f in functions()}
+    for n in X_FUNCTIONS:
+        assert n in names and not names[n].paddle
+
+
+# ------------------------------------------------------------------ the corpus's 16 refusals
+M2 = ProcessMesh((2,), (0, 1))
+CORPUS_REFUSED = [
+    ("P", "Pavg"), ("P", "Pmax"), ("Pavg", "P"), ("Pavg", "Pmax"), ("Pmax", "P"), ("Pmax", "Pavg"),
+    ("Pavg", "S0"), ("Pavg", "S1"), ("Pmax", "S0"), ("Pmax", "S1"),
+    ("S0", "P"), ("S0", "Pavg"), ("S0", "Pmax"), ("S1", "P"), ("S1", "Pavg"), ("S1", "Pmax"),
+]
+_FUNC_FOR = {("P", "P"): "x_p_to_p", ("P", "S"): "x_p_to_s", ("S", "P"): "x_s_to_p"}
+
+
+def test_corpus_refusals_are_the_error_files(data_dir):
+    errs = sorted(p.name for p in (data_dir / "corpus/paddle-3.3.1/reshard").glob("*.error.txt"))
+    assert errs == sorted(f"m2_{a}_to_{b}.r0.error.txt" for a, b in CORPUS_REFUSED)
+
+
+@pytest.mark.parametrize("a,b", CORPUS_REFUSED, ids=lambda x: x)
+def test_corpus_refusal_lowered_and_proven(a, b):
+    used, notes = prove(M2, a, b, (4, 8))
+    want = _FUNC_FOR[(a[0], b[0])]
+    assert set(used) == {want}
+    assert len(notes) == 2 and all(n.startswith(want + ":") and "Paddle" in n for n in notes)
+    # Paddle's functions alone still refuse
+    with pytest.raises(DiagnosticError, match="no reshard function"):
+        lower_all(M2, a, M2, b, (4, 8), paddle_only=True)
+
+
+# ------------------------------------------------------------------ Paddle's wrong lowerings
+def _case_of(name):
+    _, before, _ = STATUS[name]
+    rs = before.find("dist_op.reshard")[0]
+    src, dst = rs.operand(0).dist_attr, rs.results[0].dist_attr
+    return src, dst, tuple(rs.results[0].type.shape)
+
+
+WRONG = sorted(n for n in PADDLE_BUGS if "S0S0" not in n)  # co-sharding is not handled (see below)
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_paddle_bug_fixed(name):
+    src, dst, shape = _case_of(name)
+    used, _ = prove(src.mesh, list(src.placements), list(dst.placements), shape, dst.mesh)
+    assert any(u.startswith("x_") for u in used)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in COMPLETE if n not in PADDLE_BUGS))
+def test_paddle_kept_where_right(name):
+    """Where the simulator proves Paddle right, the extra functions decline: distc = Paddle."""
+    src, dst, shape = _case_of(name)
+    assert X.paddle_problem(src, dst, shape) is None
+    before, progs, used, _ = lower_all(src.mesh, list(src.placements), dst.mesh, list(dst.placements), shape)
+    assert not [u for u in used if u.startswith("x_")]
+
+
+def test_coshard_is_left_to_paddle():
+    # [Shard(0), Shard(0)]: Paddle lowers it as [R, S0] (tests/test_simulate.py); not handled here
+    src, dst, shape = _case_of("m22_RR_to_S0S0")
+    assert X.paddle_problem(src, dst, shape) == "co-sharded placements"
+
+
+# ------------------------------------------------------------------ sweeps over meshes and shapes
+MESHES = {
+    "1d2": ProcessMesh((2,), (0, 1)),
+    "1d3": ProcessMesh((3,), (0, 1, 2)),
+    "1d3_no0": ProcessMesh((3,), (1, 2, 3)),
+    "1d3_unsorted": ProcessMesh((3,), (2, 0, 1)),
+    "2d22": ProcessMesh((2, 2), (0, 1, 2, 3)),
+    "2d23": ProcessMesh((2, 3), (0, 1, 2, 3, 4, 5)),
+    "2d22_no0": ProcessMesh((2, 2), (4, 5, 6, 7)),
+    "2d22_unsorted": ProcessMesh((2, 2), (1, 0, 3, 2)),
+    "3d222": ProcessMesh((2, 2, 2), tuple(range(8))),
+}
+SHAPES = {1: [(6, 4), (5, 7)], 2: [(4, 6, 2), (7, 5, 3)], 3: [(8, 6, 4), (7, 9, 5)]}
+REDUCES = ("P", "Pavg", "Pmax")
+
+
+def _shapes_for(mesh):
+    # even and uneven tensors; 3-D tensors (split axis 2) on every mesh
+    return [(6, 4, 2) if mesh.ndim == 1 else s for s in SHAPES[mesh.ndim]] + [(5, 7, 3)] + \
+        ([(4, 8)] if mesh.ndim == 1 else [])
+
+
+def _others(mesh_ndim, used_axes, ndim_t, k):
+    """Placements for the mesh dims other than ``k``: all R, or shards of unused tensor axes."""
+    free = [a for a in range(ndim_t) if a not in used_axes]
+    rest = [d for d in range(mesh_ndim) if d != k]
+    yield {d: "R" for d in rest}
+    if rest and free:
+        yield {d: (f"S{free[i]}" if i < len(free) else "R") for i, d in enumerate(rest)}
+
+
+def transitions(kind, nt):
+    """(source, destination) placements of one mesh dim for a ``nt``-D tensor."""
+    axes = range(nt)
+    return {
+        "s_to_p": [(f"S{a}", r) for a in axes for r in REDUCES],
+        "p_to_s": [(r, f"S{a}") for a in axes for r in REDUCES],
+        "p_to_p": [(r1, r2) for r1 in REDUCES for r2 in REDUCES if r1 != r2],
+        "r_to_p": [("R", r) for r in REDUCES],
+        "s_to_r": [(f"S{a}", "R") for a in axes],
+        "s_to_s": [(f"S{a}", f"S{b}") for a in axes for b in axes if a != b],
+    }[kind]
+
+
+def sweep(kind):
+    """(mesh name, src placements, dst placements, shape): the transition on each mesh dim k of
+    every mesh, for every tensor axis, reduce type and shape, the other mesh dims replicated or
+    sharding another tensor axis."""
+    out = []
+    for mname, mesh in MESHES.items():
+        for shape in _shapes_for(mesh):
+            nt = len(shape)
+            for k in range(mesh.ndim):
+                for sk, dk in transitions(kind, nt):
+                    used = {int(t[1:]) for t in (sk, dk) if t.startswith("S")}
+                    for others in _others(mesh.ndim, used, nt, k):
+                        sp = [sk if d == k else others[d] for d in range(mesh.ndim)]
+                        dp = [dk if d == k else others[d] for d in range(mesh.ndim)]
+                        out.append((mname, ",".join(sp), ",".join(dp), shape))
+    return sorted(set(out))
+
+
+def _thin(cases, keep):
+    """Every case on small meshes; a deterministic sample elsewhere (keeps the run short)."""
+    out = []
+    for i, c in enumerate(cases):
+        if c[0] in ("1d2", "1d3_no0", "2d22_no0") or i % keep == 0:
+            out.append(c)
+    return out
+
+
+SWEEPS = {kind: _thin(sweep(kind), keep) for kind, keep in
+          (("s_to_p", 3), ("p_to_s", 3), ("p_to_p", 2), ("r_to_p", 1), ("s_to_r", 1), ("s_to_s", 3))}
+
+
+def _id(c):
+    return f"{c[0]}:{c[1]}->{c[2]}:{'x'.join(map(str, c[3]))}"
+
+
+@pytest.mark.parametrize("kind", sorted(SWEEPS))
+def test_sweep_covers_meshes_axes_and_shapes(kind):
+    cases = SWEEPS[kind]
+    meshes = {c[0] for c in cases}
+    assert {"1d2", "1d3", "2d22", "3d222"} <= meshes
+    axes = {int(t[1:]) for c in cases for t in re.findall(r"S\d", c[1] + c[2])}
+    assert axes == {0, 1, 2}
+    even = [c for c in cases if all(d % 2 == 0 for d in c[3])]
+    assert even and len(even) < len(cases)
+
+
+def _run(case, kind):
+    mname, sp, dp, shape = case
+    mesh = MESHES[mname]
+    used, notes = prove(mesh, sp, dp, shape)
+    src = parse_placements(sp, mesh.ndim)
+    dst = parse_placements(dp, mesh.ndim)
+    from distc.passes.reshard.explore import layout
+
+    problem = X.paddle_problem(layout(mesh, src, len(shape)), layout(mesh, dst, len(shape)), shape)
+    xs = [u for u in used if u.startswith("x_")]
+    if problem is None:
+        assert not xs
+    else:
+        assert xs and all(n.split(":")[0] in X_FUNCTIONS for n in notes)
+        if mesh.ndim == 1:
+            assert set(xs) == {"x_" + kind}
+
+
+@pytest.mark.parametrize("case", SWEEPS["s_to_p"], ids=_id)
+def test_x_s_to_p(case):
+    _run(case, "s_to_p")
+
+
+@pytest.mark.parametrize("case", SWEEPS["p_to_s"], ids=_id)
+def test_x_p_to_s(case):
+    _run(case, "p_to_s")
+
+
+@pytest.mark.parametrize("case", SWEEPS["p_to_p"], ids=_id)
+def test_x_p_to_p(case):
+    _run(case, "p_to_p")
+
+
+@pytest.mark.parametrize("case", SWEEPS["r_to_p"], ids=_id)
+def test_x_r_to_p(case):
+    _run(case, "r_to_p")
+
+
+@pytest.mark.parametrize("case", SWEEPS["s_to_r"], ids=_id)
+def test_x_s_to_r(case):
+    _run(case, "s_to_r")
+
+
+@pytest.mark.parametrize("case", SWEEPS["s_to_s"], ids=_id)
+def test_x_s_to_s(case):
+    _run(case, "s_to_s")
+
+
+# ------------------------------------------------------------------ other reduce types, mixes
+@pytest.mark.parametrize("sp,dp", [
+    ("S0", "p:min"), ("S1", "p:prod"), ("R", "p:min"), ("R", "p:prod"), ("p:min", "S1"), ("p:prod", "S0"),
+    ("p:prod", "p"), ("p:min", "p:max"), ("p", "p:prod"),
+])
+@pytest.mark.parametrize("mesh", ["1d3", "1d3_no0"])
+def test_min_and_prod(mesh, sp, dp):
+    prove(MESHES[mesh], sp, dp, (5, 3))
+
+
+@pytest.mark.parametrize("sp,dp", [
+    ("p,p:max", "s0,r"), ("p:max,s1", "p,r"), ("s0,p:min", "p:prod,r"),
+    ("p,p", "p:prod,p:prod"), ("p:avg,p", "p:max,s2"), ("r,p:min", "p,s1"),
+])
+def test_mixed_reduce_types(sp, dp):
+    prove(MESHES["2d23"], sp, dp, (7, 5, 3))
+
+
+def test_cross_mesh_r_to_p_without_rank_0():
+    used, notes = prove(ProcessMesh((2,), (0, 1)), "R", "P", (5, 7), dst_mesh=ProcessMesh((2,), (2, 3)))
+    assert "x_r_to_p" in used
+
+
+# ------------------------------------------------------------------ errors and notes
+def test_no_lowering_is_a_located_error():
+    prog = build_program(M2, "R", M2, "p:any", (4, 8))
+    rs = prog.find("dist_op.reshard")[0]
+    src, dst = rs.operand(0).dist_attr, rs.results[0].dist_attr
+    with pytest.raises(DiagnosticError) as ei:
+        lower_program(prog, 0)
+    e = ei.value
+    assert (e.line, e.col) == rs.loc
+    assert describe(src) in e.message and describe(dst) in e.message
+
+
+def test_notes_reach_explain():
+    prog = build_program(M2, "S1", M2, "p:avg", (5, 7))
+    ctx = PassContext()
+    PassManager([ReshardPass(rank=1)]).run(prog, ctx)
+    (note,) = [n for n in ctx.notes if n.startswith("x_s_to_p:")]
+    assert "Paddle has no S->P lowering" in note and "rank 1" in note and "pad" in note
+    names = [op.name for op in prog.ops]
+    assert "dist_op.reshard" not in names and "pd_op.scale" in names and "pd_op.concat" in names
