@@ -20,6 +20,10 @@ class ProcessMesh:
     shape: tuple[int, ...]
     process_ids: tuple[int, ...]
     dim_names: tuple[str, ...] = field(default=(), compare=False)
+    _memo: dict | None = field(default=None, init=False, compare=False, repr=False, hash=False)
+
+    def __hash__(self) -> int:
+        return _memo(self, "hash", lambda: hash((self.shape, self.process_ids)))
 
     def __post_init__(self) -> None:
         n = 1
@@ -128,6 +132,10 @@ class TensorDistAttr:
     # placements as printed, kept only where dims_mapping cannot say them (co-sharding one tensor
     # axis over several mesh dims: [Shard(dim=0), Shard(dim=0)] with dims_mappings [1,-1])
     given: tuple[Placement, ...] | None = None
+    _memo: dict | None = field(default=None, init=False, compare=False, repr=False, hash=False)
+
+    def __hash__(self) -> int:
+        return _memo(self, "hash", lambda: hash((self.mesh, self.dims_mapping, self.partial, self.given)))
 
     @property
     def is_empty(self) -> bool:
@@ -144,6 +152,9 @@ class TensorDistAttr:
         return self.derived_placements()
 
     def derived_placements(self) -> tuple[Placement, ...]:
+        return _memo(self, "derived", self._derive)
+
+    def _derive(self) -> tuple[Placement, ...]:
         out = []
         pd = dict(self.partial)
         for md in range(self.mesh.ndim):
@@ -223,6 +234,9 @@ class TensorDistAttr:
     def format(self, *, form: str | None = None, placements: bool | None = None) -> str:
         form = form or self.form
         show = self.placements_shown if placements is None else placements
+        return _memo(self, ("fmt", form, show), lambda: self._format(form, show))
+
+    def _format(self, form: str, show: bool) -> str:
         if form == "maping":
             return f"dims_maping:[{_ints(self.dims_mapping)}]"
         parts = [f"mesh_shape:[{_ints(self.mesh.shape)}]"]
@@ -273,8 +287,15 @@ class OperationDistAttr:
     operands: tuple[DistEntry, ...] = ()
     results: tuple[DistEntry, ...] = ()
     chunk_id: int | None = -1
+    _memo: dict | None = field(default=None, init=False, compare=False, repr=False, hash=False)
+
+    def __hash__(self) -> int:
+        return _memo(self, "hash", lambda: hash((self.mesh, self.operands, self.results, self.chunk_id)))
 
     def format(self, *, placements: bool | None = None) -> str:
+        return _memo(self, ("fmt", placements), lambda: self._format(placements))
+
+    def _format(self, placements: bool | None) -> str:
         parts = [f"mesh:{{shape:[{_ints(self.mesh.shape)}],process_ids:[{_ints(self.mesh.process_ids)}]}}"]
         for i, e in enumerate(self.operands):
             parts.append(f"operand({i}):{{{e.format(placements=placements)}}}")
@@ -289,6 +310,19 @@ class OperationDistAttr:
 
     def with_(self, **kw: object) -> "OperationDistAttr":
         return replace(self, **kw)  # type: ignore[arg-type]
+
+
+def _memo(obj, key, compute):
+    """A per-instance cache for frozen values (hash, placements, printed text)."""
+    m = obj._memo
+    if m is None:
+        m = {}
+        object.__setattr__(obj, "_memo", m)
+    v = m.get(key)
+    if v is None:
+        v = compute()
+        m[key] = v
+    return v
 
 
 def _ints(xs: Iterable[int]) -> str:
