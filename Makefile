@@ -13,9 +13,14 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
+# The main job: ZeRO-1 of a real Paddle training program (dp x mp MLP, AdamW) and its startup
+# program, lowered for rank 0, as Paddle 3.3.1 would run it.
 demo: $(BIN)/.installed
-	$(BIN)/distc fmt samples/mlp_dp2mp2_adamw.ir --check
-	$(BIN)/distc fmt samples/mlp_dp2mp2_adamw.ir | head -c 2000
+	mkdir -p build/demo
+	$(BIN)/distc shard samples/mlp_dp2mp2_adamw.ir --rank 0 -o build/demo/mlp_dp2mp2_adamw.zero1.r0.ir \
+	    --startup samples/mlp_dp2mp2_adamw.startup.ir --startup-out build/demo/mlp_dp2mp2_adamw.startup.zero1.r0.ir
+	@echo "wrote build/demo/mlp_dp2mp2_adamw.zero1.r0.ir and build/demo/mlp_dp2mp2_adamw.startup.zero1.r0.ir"
+	@grep -c '' build/demo/mlp_dp2mp2_adamw.zero1.r0.ir | xargs echo "lines in the rank-0 program:"
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
