@@ -136,12 +136,13 @@ def _shapes_for(mesh):
 
 
 def _others(mesh_ndim, used_axes, ndim_t, k):
-    """Placements for the mesh dims other than ``k``: all R, or shards of unused tensor axes."""
+    """Placements for the mesh dims other than ``k``: all R, or one of them sharding a free axis."""
     free = [a for a in range(ndim_t) if a not in used_axes]
     rest = [d for d in range(mesh_ndim) if d != k]
     yield {d: "R" for d in rest}
-    if rest and free:
-        yield {d: (f"S{free[i]}" if i < len(free) else "R") for i, d in enumerate(rest)}
+    for f in free:
+        for d0 in rest:
+            yield {d: (f"S{f}" if d == d0 else "R") for d in rest}
 
 
 def transitions(kind, nt):
@@ -175,17 +176,31 @@ def sweep(kind):
     return sorted(set(out))
 
 
-def _thin(cases, keep):
-    """Every case on small meshes; a deterministic sample elsewhere (keeps the run short)."""
-    out = []
-    for i, c in enumerate(cases):
-        if c[0] in ("1d2", "1d3_no0", "2d22_no0") or i % keep == 0:
-            out.append(c)
-    return out
+def _features(c):
+    mname, sp, dp, shape = c
+    a, b = sp.split(","), dp.split(",")
+    k = tuple(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    even = all(d % MESHES[mname].shape[0] == 0 for d in shape)
+    return ({("mesh", mname), ("dim", mname, k), ("rank", len(shape), even), ("mesh-even", mname, even)}
+            | {("tok", t) for t in a + b} | {("pair", x, y) for x, y in zip(a, b)})
 
 
-SWEEPS = {kind: _thin(sweep(kind), keep) for kind, keep in
-          (("s_to_p", 3), ("p_to_s", 3), ("p_to_p", 2), ("r_to_p", 1), ("s_to_r", 1), ("s_to_s", 3))}
+def _select(cases, extra):
+    """A deterministic subset covering every feature of the full sweep (mesh, changed mesh dim,
+    even/uneven shape, tensor rank, placement pair), plus every ``extra``-th case."""
+    feats = [_features(c) for c in cases]
+    left = set().union(*feats)
+    chosen = set()
+    while left:
+        i = max(range(len(cases)), key=lambda j: (len(feats[j] & left), -j))
+        chosen.add(cases[i])
+        left -= feats[i]
+    chosen.update(cases[::extra])
+    return sorted(chosen)
+
+
+SWEEP_KINDS = ("s_to_p", "p_to_s", "p_to_p", "r_to_p", "s_to_r", "s_to_s")
+SWEEPS = {kind: _select(sweep(kind), 20) for kind in SWEEP_KINDS}
 
 
 def _id(c):

@@ -21,7 +21,8 @@ class ReshardFunction:
     :class:`~distc.passes.reshard.context.ReshardContext` positioned before the reshard op) and
     returns the value that replaces the reshard's result, or ``None`` when this rank has nothing
     to replace it with.  It may raise :class:`~distc.passes.reshard.context.Decline` (before or
-    after inserting ops) to let the next suitable function try.
+    after inserting ops through ``ctx``: those are rolled back; changes made to existing values,
+    such as retyping the input, are not) to let the next suitable function try.
     """
 
     name: str = ""

@@ -123,6 +123,10 @@ def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | Non
             return "Paddle fails on uneven S->R / S->S"
         if a.kind == "S" and not _sorted_along(mesh, k):
             return "Paddle's all_gather / all_to_all assume ascending process ids"
+        if nd == 1 and a.kind == "S" and b.kind == "S" and a.dim != 0 and b.dim != 0:
+            # its reshapes assume one of the axes is 0 (not in Paddle's oracle; the simulator
+            # finds distc's faithful copy of Paddle's s_to_s scrambling the pieces)
+            return "Paddle's s_to_s mixes up the pieces when neither shard axis is 0"
         if b.kind == "P" and a.kind in ("R", "S") and b.reduce not in ("SUM", "AVG", "MAX"):
             return f"Paddle's r_to_p does not support {b.reduce}"
     # R->P (on an N-d mesh also S->P = S->R, R->P): Paddle keeps the value on global rank 0 and
@@ -151,29 +155,45 @@ class _Lowerer:
         self.coord = self.mesh.coord(self.rank)
         self.cur = list(src.placements)
         self.value = value
-        self.local = list(src.local_shape(self.shape, self.rank))
+        self.local = self.local_of(self.cur)
         self.dst_type = dst_type
         self.chunk = ctx.chunk_id(value)
         self.did: list[str] = []
+        self.src_value = value
 
     # -- attrs and types ---------------------------------------------------------------------
     def attr(self, placements) -> TensorDistAttr:
-        dm = [-1] * len(self.shape)
-        partial = {}
-        for k, p in enumerate(placements):
-            if p.kind == "S":
-                dm[p.dim] = k
-            elif p.kind == "P":
-                partial[k] = p.reduce
-        return self.ctx.tattr(self.mesh, dm, partial)
+        """The layout of ``placements`` (co-sharding kept as given placements; its dims mapping
+        names the last mesh dim, as Paddle's does)."""
+        return self.ctx.maker.from_placements(self.mesh, list(placements), len(self.shape))
 
     def type_for(self, local, attr: TensorDistAttr):
         """A dist type whose local shape on this rank is ``local`` (intermediate values)."""
         g = list(local)
-        for axis, m in enumerate(attr.dims_mapping):
-            if m >= 0:
-                g[axis] = local[axis] * self.mesh.shape[m]
+        for k, pl in enumerate(attr.placements):
+            if pl.kind == "S":
+                g[pl.dim] *= self.mesh.shape[k]
         return self.ctx.dist_type(g, self.dtype, attr)
+
+    def dims_of(self, placements, axis: int) -> list[int]:
+        """The mesh dims sharding ``axis``, outermost (lowest) first."""
+        return [k for k, pl in enumerate(placements) if pl.kind == "S" and pl.dim == axis]
+
+    def bounds(self, dims, axis: int) -> tuple[int, int]:
+        """This rank's range of ``axis`` split over mesh ``dims`` in turn (nested, Paddle's
+        ``ceil(n/p)`` pieces at every level)."""
+        lo, hi = 0, self.shape[axis]
+        for md in sorted(dims):
+            a, b = split_bounds(hi - lo, self.mesh.shape[md], self.coord[md])
+            lo, hi = lo + a, lo + b
+        return lo, hi
+
+    def local_of(self, placements) -> list[int]:
+        out = []
+        for axis in range(len(self.shape)):
+            lo, hi = self.bounds(self.dims_of(placements, axis), axis)
+            out.append(hi - lo)
+        return out
 
     def put(self, v, local, attr: TensorDistAttr):
         self.ctx.retype(v, self.type_for(local, attr))
@@ -200,29 +220,24 @@ class _Lowerer:
         self.dist_of(v, self.mesh, [], [attr])
         return v
 
-    def scale(self, x, factor: float, attr: TensorDistAttr):
+    def _by_scalar(self, name: str, x, value: float, attrs: dict, attr: TensorDistAttr):
+        """``name(x, full([1], value))``: the scalar as a replicated 1-element tensor."""
         ctx = self.ctx
-        m = ctx.maker
-        s = ctx.full([1], factor, self.dtype, place="Place(cpu)")
+        s = ctx.full([1], value, self.dtype, place="Place(cpu)")
         rep = ctx.tattr(self.mesh, [-1])
         ctx.retype(s, ctx.dist_type([1], self.dtype, rep))
         ctx.set_dist(s, ctx.op_attr(self.mesh, [], [rep]))
-        xa = ctx.dist(x)
-        op = ctx.insert("pd_op.scale", [x, s], [self.type_for(self.local, attr)],
-                        {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)},
-                        ctx.op_attr(self.mesh, [xa, rep], [attr], self.chunk))
+        op = ctx.insert(name, [x, s], [self.type_for(self.local, attr)], attrs,
+                        ctx.op_attr(self.mesh, [ctx.dist(x), rep], [attr], self.chunk))
         return op.result
+
+    def scale(self, x, factor: float, attr: TensorDistAttr):
+        m = self.ctx.maker
+        return self._by_scalar("pd_op.scale", x, factor, {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)}, attr)
 
     def divide(self, x, divisor: int, attr: TensorDistAttr):
         """``x / divisor`` (``divide`` by a ``full``: 1/p would lose digits as a printed float)."""
-        ctx = self.ctx
-        s = ctx.full([1], float(divisor), self.dtype, place="Place(cpu)")
-        rep = ctx.tattr(self.mesh, [-1])
-        ctx.retype(s, ctx.dist_type([1], self.dtype, rep))
-        ctx.set_dist(s, ctx.op_attr(self.mesh, [], [rep]))
-        op = ctx.insert("pd_op.divide", [x, s], [self.type_for(self.local, attr)], {},
-                        ctx.op_attr(self.mesh, [ctx.dist(x), rep], [attr], self.chunk))
-        return op.result
+        return self._by_scalar("pd_op.divide", x, float(divisor), {}, attr)
 
     def concat(self, parts, axis: int, local, attr: TensorDistAttr):
         """``concat`` of a list of values or of a vector value."""
@@ -258,7 +273,10 @@ class _Lowerer:
         """Gather the pieces of ``axis`` along mesh dim ``k`` (uneven and any id order)."""
         ctx = self.ctx
         p = self.mesh.shape[k]
-        n = self.shape[axis]  # the axis is sharded by dim k only (no co-sharding)
+        outer = [j for j in self.dims_of(self.cur, axis) if j != k]
+        assert all(j < k for j in outer), "co-sharded axes are gathered innermost first"
+        lo, hi = self.bounds(outer, axis)
+        n = hi - lo  # the piece the mesh dims outside k leave this rank (the whole axis if none)
         sub, group = self.sub(k)
         before = self.attr(self.cur)
         self.cur[k] = Placement("R")
@@ -449,16 +467,17 @@ class _Lowerer:
         self.dist_of(out, sub, [self.sub_attr(sub)], [self.sub_attr(sub, reduce=reduce)])
         self.value = out
 
-    def r_to_s(self, k: int, axis: int) -> None:
-        p = self.mesh.shape[k]
-        n = self.shape[axis]
-        self.cur[k] = Placement("S", axis)
+    def r_to_s(self, dims: list[int], axis: int) -> None:
+        """Cut this rank's piece of the replicated ``axis`` for mesh ``dims`` (one slice, nested
+        bounds when several mesh dims co-shard the axis)."""
+        for k in dims:
+            self.cur[k] = Placement("S", axis)
         after = self.attr(self.cur)
-        if p == 1:
+        lo, hi = self.bounds(dims, axis)
+        if (lo, hi) == (0, self.shape[axis]):
             out = self.ctx.share_data_(self.value)
             self.value = self.put(out, self.local, after)
             return
-        lo, hi = split_bounds(n, p, self.coord[k])
         loc = list(self.local)
         loc[axis] = hi - lo
         self.value = self.slice(self.value, [axis], [lo], [hi], loc, after)
@@ -477,12 +496,18 @@ class _Lowerer:
         safe = len(types) > 1 and not types <= {"SUM", "AVG"}
         if safe:
             self.did.append("mixed partial reduce types: every partial dim is reduced, then rebuilt")
-        # 1. shards that change
+        # axes co-sharded (several mesh dims) in the source or destination whose sharding
+        # changes are gathered whole first and cut again at the end
+        src_pl = list(self.cur)
+        redo = {a for a in range(len(self.shape))
+                if self.dims_of(src_pl, a) != self.dims_of(dst, a)
+                and max(len(self.dims_of(src_pl, a)), len(self.dims_of(dst, a))) > 1}
+        # 1. shards that change, the innermost mesh dim first
         for k in range(nd - 1, -1, -1):
             a, b = self.cur[k], dst[k]
-            if a.kind != "S" or a == b:
+            if a.kind != "S" or (a == b and a.dim not in redo):
                 continue
-            if b.kind == "P" and not safe:
+            if b.kind == "P" and not safe and a.dim not in redo:
                 self.s_to_p(k, a.dim, b.reduce)
                 how = ("local pad, no communication" if b.reduce in ("SUM", "AVG", "PRODUCT")
                        else "all_gather, then keep")
@@ -495,7 +520,7 @@ class _Lowerer:
             a, b = self.cur[k], dst[k]
             if a.kind != "P" or (a == b and not safe):
                 continue
-            if b.kind == "S":
+            if b.kind == "S" and b.dim not in redo:
                 self.p_to_s(k, a.reduce, b.dim)
                 how = "reduce_scatter" if a.reduce in ("SUM", "AVG") else "all_reduce + slice"
                 self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: {how}")
@@ -513,12 +538,14 @@ class _Lowerer:
             if a.kind == "R" and b.kind == "P":
                 self.r_to_p(k, b.reduce)
                 self.did.append(f"R->{_pl(b)} on mesh dim {k}: the group's first process keeps the value")
-        # 4. new shards
-        for k in range(nd - 1, -1, -1):
-            a, b = self.cur[k], dst[k]
-            if a.kind == "R" and b.kind == "S":
-                self.r_to_s(k, b.dim)
-                self.did.append(f"R->{_pl(b)} on mesh dim {k}: slice")
+        # 4. new shards: one slice per tensor axis (over all the mesh dims sharding it)
+        for axis in range(len(self.shape)):
+            want = self.dims_of(dst, axis)
+            if want and self.dims_of(self.cur, axis) != want:
+                assert not self.dims_of(self.cur, axis)
+                self.r_to_s(want, axis)
+                where = ", ".join(str(k) for k in want)
+                self.did.append(f"R->S({axis}) on mesh dim{'s' if len(want) > 1 else ''} {where}: slice")
         if list(self.cur) != dst:  # pragma: no cover - the rounds above cover every change
             raise Decline(f"internal: could not reach {dst} (at {self.cur})")
         out = self.value
@@ -552,7 +579,6 @@ def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, fun
     if ctx.rank not in src.mesh.process_ids:
         return ctx.reshard_v2(value, dst, dst_type)
     lw = _Lowerer(ctx, src, dst, value, dst_type)
-    lw.src_value = value
     out = lw.run()
     why = paddle_problem(src, dst, value.type.shape) or "Paddle's lowering differs"
     ids = list(src.mesh.process_ids)
