@@ -34,12 +34,20 @@ How ops are executed (the rules Paddle's own later passes and kernels apply):
 * a collective's group is the sorted process ids of its op mesh (Paddle creates every group
   with ``new_process_group(sorted(ids))``); without an op mesh, from ``rings`` (ring_id -> ranks)
   or, failing that, from the ranks whose programs use the same ``ring_id``.  Members of one
-  group must use the same ``ring_id`` (otherwise the NCCL communicators would not match).
+  group should use the same ``ring_id``; Paddle's dumps do not (each process numbers its groups
+  in creation order, 12, 13 ...), so a mismatch is only noted (``strict_rings=True`` makes it an
+  error), while one ring id used by one rank for two different groups is an error.
   ``send_v2``/``recv_v2`` pair up by ``peer`` (the partner's index in the 2-rank group, which
   Paddle builds as ``[src, dst]``), the position of both ranks in their op meshes (Paddle pairs
   ``zip(src_mesh.process_ids, dst_mesh.process_ids)``) and ``ring_id``.
 
 Floating-point tensors are simulated in float64, integers in int64.
+
+API: :func:`simulate_ranks` (programs by rank + global inputs -> each rank's values),
+:func:`verify_reshard` (-> :class:`ReshardReport`), and the layout helpers :func:`distribute`,
+:func:`expected_piece`, :func:`check_layout`, :func:`reduce_arrays`.  A co-sharded tensor axis
+(placements ``[Shard(0), Shard(0)]``) is split over its mesh dims in turn, the lowest mesh dim
+outermost.
 """
 
 from __future__ import annotations
@@ -181,20 +189,14 @@ def _shard_index(dist: TensorDistAttr, shape: tuple[int, ...], rank: int) -> tup
     return tuple(slice(lo, hi) for lo, hi in bounds)
 
 
-def _check_supported(dist: TensorDistAttr) -> None:
-    pass
-
-
 def expected_piece(global_value: np.ndarray, dist: TensorDistAttr, rank: int) -> np.ndarray:
     """The rank's piece of a non-partial layout (partial dims are ignored: full-size piece)."""
-    _check_supported(dist)
     return global_value[_shard_index(dist, global_value.shape, rank)]
 
 
 def distribute(global_value: np.ndarray, dist: TensorDistAttr, rng: np.random.Generator | int = 0) -> dict[int, np.ndarray]:
     """Every rank's local piece of ``global_value`` under ``dist``; partial dims get random
     values that reduce to the global value."""
-    _check_supported(dist)
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     mesh = dist.mesh
@@ -219,7 +221,6 @@ def check_layout(pieces: Mapping[int, Any], global_value: np.ndarray, dist: Tens
                  rtol: float = 1e-7, atol: float = 1e-7) -> list[str]:
     """Problems (empty if none) with ``pieces`` (rank -> local array) as the layout ``dist`` of
     ``global_value``: shard pieces must equal the rank's slice; partial pieces must reduce to it."""
-    _check_supported(dist)
     mesh = dist.mesh
     problems: list[str] = []
     missing = [r for r in mesh.process_ids if r not in pieces or pieces[r] is None]
@@ -464,11 +465,11 @@ class _RankRunner:
         if base in ("recv_v2", "p_recv"):
             peer = int(_attr(op, "peer", 0))
             src = self.sim.p2p_partner(ring, peer, self.rank)
-            data = yield _Recv(op, self.rank, ring, peer, src)
+            data, sender = yield _Recv(op, self.rank, ring, peer, src)
             out_shape = _attr(op, "out_shape")
             if out_shape is not None and all(int(d) >= 0 for d in out_shape) and list(data.shape) != [int(d) for d in out_shape]:
-                raise self.err(op, f"received {list(data.shape)} from rank {self.sim.last_sender}, "
-                                   f"but out_shape is {list(out_shape)}")
+                raise self.err(op, f"received {list(data.shape)} from rank {sender}, "
+                               f"but out_shape is {list(out_shape)}")
             dt = _attr(op, "dtype")
             if dt is not None:
                 data = data.astype(_np_dtype(str(dt)))
@@ -656,7 +657,6 @@ class _Simulator:
         self.check_types = check_types
         self.strict_rings = strict_rings
         self._shards: dict[tuple, dict[int, np.ndarray]] = {}
-        self.last_sender: int | None = None
         self._ring_users: dict[int, set[int]] | None = None
         self.ring_groups: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_notes: list[tuple[list[int], str]] = []
@@ -729,9 +729,8 @@ class _Simulator:
                     s = self._match(req, sends, stuck)
                     if s is not None:
                         sends.remove(s)
-                        self.last_sender = s.rank
                         moved = True
-                        step(r, s.data.copy())
+                        step(r, (s.data.copy(), s.rank))
                         if stuck:
                             return True
             return moved

@@ -82,11 +82,13 @@ def _output_path(out: str, rank: int) -> str:
 @click.option("--dtype", default="float32", show_default=True, help="explorer: tensor dtype")
 @click.option("--paddle", "paddle_only", is_flag=True,
               help="only Paddle 3.3.1's own reshard functions (fail exactly where Paddle fails)")
+@click.option("--coshard", is_flag=True,
+              help="lower co-sharded placements ([Shard(0), Shard(0)]) as nested splits (Paddle lowers them by dims mapping)")
 @click.option("--verify", is_flag=True, help="check the lowering numerically on every rank (simulator)")
 @click.option("--explain", is_flag=True, help="say which reshard function lowered what, and why")
 @click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
 def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype,
-            paddle_only, verify, explain, quiet) -> None:
+            paddle_only, coshard, verify, explain, quiet) -> None:
     """Lower dist_op.reshard ops for a rank as Paddle 3.3.1 does, or explore one reshard.
 
     With FILE: lower every reshard of the program (same as `distc opt -p 'reshard{rank=R}'`).
@@ -123,7 +125,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             ranks = sorted(set(ranks) | {rank})
         results = {}
         for r in ranks if (all_ranks or verify) else [rank]:
-            results[r] = _lower(source, filename, r, paddle_only)
+            results[r] = _lower(source, filename, r, paddle_only, coshard)
         shown = ranks if all_ranks else [rank]
 
         con = err_console()
@@ -176,7 +178,7 @@ def _ranks_of(prog) -> list[int]:
     return sorted(ranks)
 
 
-def _lower(source: str, filename: str, rank: int, paddle_only: bool):
+def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = False):
     """Parse and run reshard{rank} through the pass manager (one fresh ring numbering per rank,
     as each rank is its own Paddle process)."""
     from ..passes.base import PassContext, PassManager
@@ -186,7 +188,7 @@ def _lower(source: str, filename: str, rank: int, paddle_only: bool):
     prog = parse(source, filename)
     ctx = PassContext()
     try:
-        PassManager([ReshardPass(rank=rank, paddle=paddle_only)]).run(prog, ctx)
+        PassManager([ReshardPass(rank=rank, paddle=paddle_only, coshard=coshard)]).run(prog, ctx)
     except DiagnosticError as e:
         e.notes.append(f"lowering for rank {rank}")
         raise e.located(filename, source) from None

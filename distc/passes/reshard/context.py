@@ -108,6 +108,10 @@ class ReshardContext:
         self.notes: list[str] = notes if notes is not None else []
         self.function = ""  # name of the reshard function running (for records)
         self.layouts: tuple | None = None  # (src, dst) of the reshard being lowered
+        # True: reproduce Paddle 3.3.1 exactly, bugs included; False: Paddle's lowering with its
+        # numeric bugs fixed (the text differs only on the ranks Paddle gets wrong)
+        self.paddle_only = False
+        self.fixes: list[str] = []
         self._style_key = (prog.style.dist_form, prog.style.placements, prog.style.chunk_id)
 
     # -- values ------------------------------------------------------------------------------
@@ -229,6 +233,11 @@ class ReshardContext:
         return self.rings.get(ranks)
 
     def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def fix(self, text: str) -> None:
+        """Record that distc departs from Paddle's text here to fix a numeric bug of Paddle's."""
+        self.fixes.append(text)
         self.notes.append(text)
 
     def _record(self, kind: str, op: Operation, ring_id: int, ranks, v: Value | None, shape=None, **extra) -> None:

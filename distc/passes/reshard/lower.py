@@ -117,7 +117,7 @@ def no_function_error(op: Operation, src: TensorDistAttr, dst: TensorDistAttr, r
 
 
 def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocator | None = None,
-                  result: Lowering | None = None, paddle_only: bool = False) -> Value | None:
+                  result: Lowering | None = None, paddle_only: bool = False, enable=()) -> Value | None:
     """Lower one ``dist_op.reshard`` for ``rank`` (ops go right before it); returns the value that
     replaced its result (``None`` if the function gave none).  The op is erased if unused."""
     rings = rings if rings is not None else (result.rings if result else RingAllocator())
@@ -133,10 +133,11 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
         return x
     ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes)
     ctx.layouts = (src, dst)
+    ctx.paddle_only = paddle_only
     reasons: list[str] = []
     out = None
     chosen = None
-    for f in registry.functions(paddle_only=paddle_only):
+    for f in registry.functions(paddle_only=paddle_only, enable=enable):
         try:
             ok = f.is_suitable(src, dst)
         except Decline as d:  # Paddle itself fails while choosing
@@ -161,7 +162,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     if chosen is None:
         raise no_function_error(op, src, dst, reasons)
     result.steps.append(dict(src=src, dst=dst, function=chosen.name, paddle=chosen.paddle, loc=op.loc,
-                             ops=[o.name for o in ctx.created], tried=reasons))
+                             ops=[o.name for o in ctx.created], tried=reasons, fixed=list(ctx.fixes)))
     if out is not None:
         r.replace_all_uses_with(out)
     if not r.uses:
@@ -169,22 +170,23 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     return out
 
 
-def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False) -> None:
+def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=()) -> None:
     for op in list(block.ops):
         for region in op.regions:
             for b in region.blocks:
-                lower_block(prog, b, result, paddle_only)
+                lower_block(prog, b, result, paddle_only, enable)
         if op.name == RESHARD and op.parent is block:
-            lower_reshard(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only)
+            lower_reshard(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only,
+                          enable=enable)
 
 
 def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = None,
-                  paddle_only: bool = False) -> Lowering:
+                  paddle_only: bool = False, enable=()) -> Lowering:
     """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard."""
     registry.load_functions()
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
     decompose(prog, prog.block, rank, rings, result.notes)
     fold(prog.block)
-    lower_block(prog, prog.block, result, paddle_only)
+    lower_block(prog, prog.block, result, paddle_only, enable)
     return result

@@ -100,7 +100,13 @@ class NdMesh(ReshardFunction):
                 sub = sub_mesh_1d(mesh, pdim, ctx.rank)
                 a = ctx.tattr(sub, [-1] * nd)
                 b = ctx.tattr(sub, [-1] * nd, {0: ptype})
-                tmp = ctx.tattr(dst.mesh, dst.dims_mapping, {pdim: ptype})
+                # Paddle types this step with the destination's dims mapping, so the shards the
+                # destination adds are never cut (step 4 sees nothing to do); fixed by default
+                dm = dst.dims_mapping if ctx.paddle_only else src.dims_mapping
+                if dm != dst.dims_mapping:
+                    ctx.fix("nd_mesh: cutting the shards the destination adds after r_to_p "
+                             "(Paddle 3.3.1 skips them and leaves the full tensor)")
+                tmp = ctx.tattr(dst.mesh, dm, {pdim: ptype})
                 tmp_type = ctx.cvt(value, tmp)
                 value = RToP().reshard(ctx, a, b, value, tmp_type)
                 src = tmp

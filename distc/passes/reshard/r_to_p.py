@@ -2,8 +2,12 @@
 
 For SUM, global rank 0 keeps the value (``pd_op.assign``) and every other rank holds zeros
 (``pd_op.full``); AVG and MAX keep the value everywhere.  Paddle tests the *global* rank against
-0, not the mesh's first process, so on a mesh without rank 0 every rank holds zeros: distc
-reproduces that (the numeric result is then wrong, as in Paddle; see the note it leaves).
+0, not the mesh's first process, so on a mesh without rank 0 (or a 2-D mesh's sub-mesh group
+without it) every rank holds zeros, and its zeros take the value's global shape even where the
+value is sharded over another mesh dim.  With ``paddle=true`` distc reproduces that.  By default
+the group's root is rank 0 if the group holds it, else the group's first process, and the zeros
+take the local shape: the text is Paddle's wherever Paddle's program is right, and the fix shows
+only on the ranks Paddle gets wrong (with a note for ``--explain``).
 """
 
 from __future__ import annotations
@@ -23,11 +27,21 @@ class RToP(ReshardFunction):
         reduce = dict(dst.partial)[0]
         if reduce not in ("SUM", "AVG", "MAX"):
             raise Decline(f"Unsupported reduce type {reduce}")
-        if reduce == "SUM" and ctx.rank != 0:
-            out = ctx.full(value.type.shape, 0, value.type.dtype)
-            if 0 not in dst.mesh.process_ids:
-                ctx.note(f"r_to_p: no process of mesh {list(dst.mesh.process_ids)} is global rank 0, so "
-                         "Paddle 3.3.1 leaves zeros on every rank (the sum is then 0)")
+        ids = dst.mesh.process_ids
+        # a rank outside the group runs none of this: keep Paddle's text for it
+        root = 0 if (ctx.paddle_only or 0 in ids or ctx.rank not in ids) else ids[0]
+        if root != 0:
+            ctx.fix(f"r_to_p: no process of group {list(ids)} is global rank 0, where Paddle 3.3.1 "
+                     f"leaves zeros on every rank (the sum is then 0); distc keeps the value on rank {root}")
+        if reduce == "SUM" and ctx.rank != root:
+            shape = tuple(value.type.shape)
+            if not ctx.paddle_only:
+                local = ctx.local_shape(value, ctx.rank)
+                if local != shape:
+                    ctx.fix(f"r_to_p: zeros of the local shape {list(local)} (Paddle 3.3.1 writes the "
+                             f"global shape {list(shape)} of a value sharded over another mesh dim)")
+                    shape = local
+            out = ctx.full(shape, 0, value.type.dtype)
         else:
             out = ctx.assign(value)
         ctx.retype(out, dst_type)

@@ -27,6 +27,7 @@ class ReshardFunction:
 
     name: str = ""
     paddle: bool = False  # one of Paddle 3.3.1's own functions
+    optin: bool = False  # used only when asked for by name (``enable``)
     priority: int = EXTRA_DEFAULT_PRIORITY
 
     def is_suitable(self, src: TensorDistAttr, dst: TensorDistAttr) -> bool:  # pragma: no cover
@@ -51,7 +52,7 @@ _loaded = False
 
 
 def reshard_function(cls=None, *, priority: int = EXTRA_DEFAULT_PRIORITY, name: str | None = None,
-                     paddle: bool = False):
+                     paddle: bool = False, optin: bool = False):
     """Class decorator registering a :class:`ReshardFunction` (an instance is made once).
 
     Lower ``priority`` is tried first.  Paddle's functions use 10, 20, ... 140 in Paddle's
@@ -65,6 +66,7 @@ def reshard_function(cls=None, *, priority: int = EXTRA_DEFAULT_PRIORITY, name: 
         inst = c() if isinstance(c, type) else c
         inst.priority = priority
         inst.paddle = paddle
+        inst.optin = optin
         inst.name = name or getattr(inst, "name", "") or type(inst).__name__
         _ENTRIES.append(_Entry(priority, len(_ENTRIES), inst))
         _ENTRIES.sort(key=lambda e: (e.priority, e.seq))
@@ -100,16 +102,20 @@ def load_functions() -> None:
             importlib.import_module(f"{pkg}.{info.name}")
 
 
-def functions(*, paddle_only: bool = False) -> list[ReshardFunction]:
+def functions(*, paddle_only: bool = False, enable=()) -> list[ReshardFunction]:
+    """The functions tried, in order: Paddle's alone with ``paddle_only``; opt-in extras only
+    when named in ``enable``."""
     load_functions()
-    return [e.func for e in _ENTRIES if e.func.paddle or not paddle_only]
+    if paddle_only:
+        return [e.func for e in _ENTRIES if e.func.paddle]
+    return [e.func for e in _ENTRIES if not e.func.optin or e.func.name in enable]
 
 
 def candidates(src: TensorDistAttr, dst: TensorDistAttr, *, paddle_only: bool = False,
-               where: Callable[[ReshardFunction], bool] | None = None) -> list[ReshardFunction]:
+               where: Callable[[ReshardFunction], bool] | None = None, enable=()) -> list[ReshardFunction]:
     """Every registered function suitable for ``src -> dst``, in the order they are tried."""
     out = []
-    for f in functions(paddle_only=paddle_only):
+    for f in functions(paddle_only=paddle_only, enable=enable):
         if where is not None and not where(f):
             continue
         if f.is_suitable(src, dst):
@@ -117,14 +123,15 @@ def candidates(src: TensorDistAttr, dst: TensorDistAttr, *, paddle_only: bool = 
     return out
 
 
-def choose(src: TensorDistAttr, dst: TensorDistAttr, *, paddle_only: bool = False) -> ReshardFunction | None:
+def choose(src: TensorDistAttr, dst: TensorDistAttr, *, paddle_only: bool = False,
+           enable=()) -> ReshardFunction | None:
     """The first suitable function (Paddle's ``choose_reshard_func``)."""
-    c = candidates(src, dst, paddle_only=paddle_only)
+    c = candidates(src, dst, paddle_only=paddle_only, enable=enable)
     return c[0] if c else None
 
 
 def by_name(name: str) -> ReshardFunction:
-    for f in functions():
+    for f in functions(enable=(name,)):
         if f.name == name:
             return f
     raise KeyError(name)

@@ -27,6 +27,10 @@ each, the last ones shorter or empty) and for any order of process ids:
    for avg/max/min), built with the *local* shape;
 4. new shards R->S: a slice of the rank's piece.
 
+A tensor axis co-sharded over several mesh dims (placements ``[Shard(0), Shard(0)]``) is split over
+them in turn, the lowest mesh dim outermost (as :mod:`distc.analysis.simulate` reads it); when its
+sharding changes it is gathered whole (innermost mesh dim first) and cut again with one slice.
+
 The ops are Paddle's own (``all_gather``, ``all_reduce``, ``reduce_scatter``, ``slice``,
 ``concat``, ``split_with_num``, ``transpose``, ``full``, ``assign``, ``scale``, ``divide``), so the output
 still runs on Paddle.
@@ -98,8 +102,8 @@ def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | Non
     ``None`` when it is right (as the simulator proves on Paddle's output), so distc keeps it."""
     if not same_mesh(src, dst):
         return None  # cross-mesh copies are split off before (same_status), then judged here
-    if coshard(src) or coshard(dst):
-        return "co-sharded placements"
+    # co-sharded placements ([Shard(0), Shard(0)]) are lowered by their dims mapping, as Paddle
+    # does, unless x_coshard is enabled (it is tried before Paddle's nd_mesh)
     mesh = src.mesh
     nd = mesh.ndim
     sp, dp = src.placements, dst.placements
@@ -129,17 +133,9 @@ def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | Non
             return "Paddle's s_to_s mixes up the pieces when neither shard axis is 0"
         if b.kind == "P" and a.kind in ("R", "S") and b.reduce not in ("SUM", "AVG", "MAX"):
             return f"Paddle's r_to_p does not support {b.reduce}"
-    # R->P (on an N-d mesh also S->P = S->R, R->P): Paddle keeps the value on global rank 0 and
-    # writes zeros (of the global shape) on every other rank for SUM
-    new_p = {k: dp[k].reduce for k in range(nd) if dp[k].kind == "P" and sp[k].kind in ("R", "S")}
-    if "SUM" in new_p.values():
-        if 0 not in mesh.process_ids:
-            return "Paddle's r_to_p keeps the value on global rank 0, which is not in the mesh"
-        if nd > 1 and not all(mesh.shape[j] == 1 or new_p.get(j) == "SUM" for j in range(nd)):
-            return ("Paddle's r_to_p keeps the value on global rank 0 only: the groups of the other "
-                    "ranks hold zeros")
-    if nd > 1 and new_p and any(dp[j] != sp[j] for j in range(nd) if dp[j].kind == "S"):
-        return "Paddle's nd r_to_p skips the shards the destination adds"
+    # R->P on groups without global rank 0, zeros of the global shape, and the shards an N-d
+    # r_to_p skips are fixed inside distc's copies of Paddle's r_to_p / nd_mesh themselves (they
+    # keep Paddle's text wherever Paddle is right), so they are no reason to take over here.
     return None
 
 
@@ -384,7 +380,7 @@ class _Lowerer:
         n = self.shape[axis]
         if reduce not in ("SUM", "AVG") or (reduce == "AVG" and self.dtype not in FLOAT_DTYPES):
             self.p_to_r(k, reduce)
-            self.r_to_s(k, axis)
+            self.r_to_s([k], axis)
             return
         sub, group = self.sub(k)
         before = self.attr(self.cur)
@@ -566,8 +562,6 @@ def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, fun
     """Lower ``src -> dst`` (one mesh) for ``ctx.rank`` correctly; leaves a note for ``--explain``."""
     if not same_mesh(src, dst):
         raise Decline("distc's extra functions work on one mesh (cross-mesh copies are split off first)")
-    if coshard(src) or coshard(dst):
-        raise Decline("co-sharded placements (one tensor axis over several mesh dims) are not supported")
     for pl in (*src.placements, *dst.placements):
         if pl.kind == "P" and pl.reduce not in REDUCE_OK:
             line, col = ctx.op.loc or (None, None)
