@@ -293,7 +293,17 @@ class OperationDistAttr:
         return _memo(self, "hash", lambda: hash((self.mesh, self.operands, self.results, self.chunk_id)))
 
     def format(self, *, placements: bool | None = None) -> str:
-        return _memo(self, ("fmt", placements), lambda: self._format(placements))
+        return _memo(self, ("fmt", placements), lambda: self._shared_format(placements))
+
+    def _shared_format(self, placements: bool | None) -> str:
+        # passes build many equal op dist attrs as separate objects: share their text by value
+        key = (self, placements)
+        text = _OP_FMT.get(key)
+        if text is None:
+            text = self._format(placements)
+            if len(_OP_FMT) < 50_000:
+                _OP_FMT[key] = text
+        return text
 
     def _format(self, placements: bool | None) -> str:
         parts = [f"mesh:{{shape:[{_ints(self.mesh.shape)}],process_ids:[{_ints(self.mesh.process_ids)}]}}"]
@@ -310,6 +320,9 @@ class OperationDistAttr:
 
     def with_(self, **kw: object) -> "OperationDistAttr":
         return replace(self, **kw)  # type: ignore[arg-type]
+
+
+_OP_FMT: dict = {}
 
 
 def _memo(obj, key, compute):
