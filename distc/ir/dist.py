@@ -297,7 +297,8 @@ class OperationDistAttr:
 
     def _shared_format(self, placements: bool | None) -> str:
         # passes build many equal op dist attrs as separate objects: share their text by value
-        key = (self, placements)
+        # equality ignores how entries are spelt (form, placements shown): key on that too
+        key = (self, placements, tuple(_spelling(e) for e in self.operands + self.results))
         text = _OP_FMT.get(key)
         if text is None:
             text = self._format(placements)
@@ -323,6 +324,12 @@ class OperationDistAttr:
 
 
 _OP_FMT: dict = {}
+
+
+def _spelling(e) -> tuple:
+    if isinstance(e, VecDistAttr):
+        return tuple(_spelling(x) for x in e.items)
+    return (e.form, e.placements_shown, e.given)
 
 
 def _memo(obj, key, compute):
