@@ -41,6 +41,17 @@ How ops are executed (the rules Paddle's own later passes and kernels apply):
   Paddle builds as ``[src, dst]``), the position of both ranks in their op meshes (Paddle pairs
   ``zip(src_mesh.process_ids, dst_mesh.process_ids)``) and ``ring_id``.
 
+* inputs: ``pd_op.data`` by its ``name``, ``builtin.parameter`` by its ``parameter_name``
+  (persistable parameters and optimizer states), as global arrays cut to the rank's piece of the
+  result type; a partial result type gets random pieces that reduce to the global array; a
+  mapping ``rank -> array`` instead gives every rank's local value as it is (e.g. each rank's own
+  gradient contribution);
+* optimizer updates (``adamw_``, ``adam_`` in their 13- and 12-operand signatures, ``momentum_``,
+  ``sgd_``) compute Paddle's dense kernels elementwise on the local pieces, which must have the
+  same shape; ``assign_out_(x, out)`` writes x into out (same local shape) and returns it.  The
+  in-place writes are not replayed on the operand values: a later reader of a parameter sees its
+  value before the step (the update is the result of ``assign_out_`` or of the update op).
+
 Floating-point tensors are simulated in float64, integers in int64.
 
 API: :func:`simulate_ranks` (programs by rank + global inputs -> each rank's values),
@@ -53,6 +64,7 @@ outermost.
 from __future__ import annotations
 
 import itertools
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -491,15 +503,8 @@ class _RankRunner:
     def compute(self, op: Operation, base: str, vals: list) -> list:
         rank = self.rank
         name = op.name
-        if name == "pd_op.data":
-            key = _attr(op, "name")
-            if key not in self.sim.inputs:
-                raise self.err(op, f"no input named {key!r}")
-            x = np.asarray(self.sim.inputs[key])
-            t = op.results[0].type
-            if isinstance(t, DistTensorType) and x.shape == tuple(t.shape) and not t.dist.is_replicated():
-                x = expected_piece(x, t.dist, rank)
-            return [x.astype(_np_dtype(t.dtype)) if hasattr(t, "dtype") else x]
+        if name in ("pd_op.data", "builtin.parameter"):
+            return [self._input(op, _attr(op, "name" if name == "pd_op.data" else "parameter_name"))]
         if name == "dist_op.shard_tensor":
             t = op.results[0].type
             if not isinstance(t, DistTensorType):
@@ -605,7 +610,36 @@ class _RankRunner:
         if base in ("zeros_like", "ones_like"):
             x = np.asarray(vals[0])
             return [np.zeros_like(x) if base == "zeros_like" else np.ones_like(x)]
+        if name == "pd_op.assign_out_":
+            x, out = np.asarray(vals[0]), np.asarray(vals[1])
+            if x.shape != out.shape:
+                raise self.err(op, f"writes local {list(x.shape)} into a value of local {list(out.shape)}")
+            return [np.array(x, dtype=out.dtype, copy=True)]
+        if base in _OPTIMIZERS:
+            return _OPTIMIZERS[base](self, op, vals)
         raise self.err(op, "the simulator does not know this op")
+
+    def _input(self, op: Operation, key) -> np.ndarray:
+        """The rank's value of a ``pd_op.data`` (by ``name``) or ``builtin.parameter`` (by
+        ``parameter_name``): a global array is cut to the rank's piece of the result type (a
+        partial type gets random pieces that reduce to it, fixed by ``seed``); a mapping
+        ``rank -> array`` gives every rank's local value as it is."""
+        if key not in self.sim.inputs:
+            raise self.err(op, f"no input named {key!r}")
+        x = self.sim.inputs[key]
+        t = op.results[0].type
+        if isinstance(x, Mapping):
+            if self.rank not in x:
+                raise self.err(op, f"input {key!r} is given per rank, but not for rank {self.rank}")
+            x = np.asarray(x[self.rank])
+        else:
+            x = np.asarray(x)
+            if isinstance(t, DistTensorType) and x.shape == tuple(t.shape):
+                if t.dist.partial:
+                    x = self.sim.input_pieces(str(key), x, t.dist)[self.rank]
+                elif not t.dist.is_replicated():
+                    x = expected_piece(x, t.dist, self.rank)
+        return x.astype(_np_dtype(t.dtype)) if hasattr(t, "dtype") else x
 
     def _slice(self, op: Operation, vals: list) -> np.ndarray:
         x = np.asarray(vals[0])
@@ -646,6 +680,135 @@ class _RankRunner:
             raise self.err(op, f"cannot reshape local {list(x.shape)} to {shape}") from None
 
 
+# ------------------------------------------------------------------------------------ optimizers
+# The dense update kernels of Paddle's optimizer ops (phi's AdamDenseKernel/AdamWDenseKernel,
+# MomentumDenseKernel, SGDDenseKernel; the formulas in paddle/optimizer/*.py and
+# phi/kernels/funcs/adam_functors.h, impl/momentum_kernel_impl.h), elementwise on the rank's
+# local pieces.  Results follow the op's in-place order; a result whose operand is absent
+# (``<<NULL VALUE>>``: no master weight, no moment2_max) is None.  In float64 a master weight and
+# the parameter are the same number: with a master weight the update reads it, and writes both.
+def _opt_scalar(runner: "_RankRunner", op: Operation, x, key: str, default=None) -> float:
+    """A scalar operand (``beta1``... tensors, the learning rate), else the attribute ``key``."""
+    if x is not None:
+        a = np.asarray(x)
+        if a.size != 1:
+            raise runner.err(op, f"{key} should hold one element, it has local shape {list(a.shape)}")
+        return float(a.reshape(-1)[0])
+    v = _attr(op, key, default)
+    if v is None:
+        raise runner.err(op, f"no {key} operand or attribute")
+    return float(v)
+
+
+def _elementwise(runner: "_RankRunner", op: Operation, named: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The elementwise operands of an update, which must have the same local shape (a kernel
+    would not broadcast them)."""
+    out = {k: np.asarray(v, dtype=np.float64) for k, v in named.items() if v is not None}
+    shapes = {k: list(v.shape) for k, v in out.items()}
+    if len({tuple(v) for v in shapes.values()}) > 1:
+        desc = ", ".join(f"{k} {v}" for k, v in shapes.items())
+        raise runner.err(op, f"update of pieces with different local shapes ({desc})")
+    return out
+
+
+def _skip(x) -> bool:
+    return x is not None and bool(np.asarray(x).reshape(-1)[0])
+
+
+def _copy(x):
+    return None if x is None else np.array(x, copy=True)
+
+
+def _adam_kernel(runner: "_RankRunner", op: Operation, vals: list) -> list:
+    """``adam_``/``adamw_``: 13 operands (param, grad, learning_rate, moment1, moment2,
+    moment2_max, beta1_pow, beta2_pow, master_param, skip_update, beta1, beta2, epsilon) or the
+    2024 12 (no moment2_max).  With t the step of the beta powers::
+
+        adamw only: lr = lr * lr_ratio; p = p - lr * coeff * p      (if with_decay)
+        m1 = beta1 m1 + (1 - beta1) g;   m2 = beta2 m2 + (1 - beta2) g^2
+        amsgrad: m2max = max(m2max, m2), used for m2 below
+        p = p - lr sqrt(1 - beta2_pow) / (1 - beta1_pow) * m1 / (sqrt(m2) + eps sqrt(1 - beta2_pow))
+        beta{1,2}_pow = beta{1,2}_pow * beta{1,2}   (unless use_global_beta_pow)
+
+    ``skip_update`` true: every output is its input.  lazy_mode only concerns sparse gradients."""
+    n = op.num_operands
+    if n not in (12, 13):
+        raise runner.err(op, f"{n} operands: the simulator knows the 12- and 13-operand signatures")
+    param, grad, lr, m1, m2 = vals[:5]
+    m2max = vals[5] if n == 13 else None
+    b1p, b2p, master, skip, beta1_t, beta2_t, eps_t = vals[n - 7:]
+    amsgrad = bool(_attr(op, "amsgrad", False))
+    outs_in = [param, m1, m2] + ([m2max] if n == 13 else []) + [b1p, b2p, master]
+    if _skip(skip):
+        return [_copy(x) for x in outs_in]
+    if amsgrad and m2max is None:
+        raise runner.err(op, "amsgrad without a moment2_max operand")
+    beta1 = _opt_scalar(runner, op, beta1_t, "beta1")
+    beta2 = _opt_scalar(runner, op, beta2_t, "beta2")
+    eps = _opt_scalar(runner, op, eps_t, "epsilon")
+    lr_v = _opt_scalar(runner, op, lr, "learning_rate")
+    pow1 = _opt_scalar(runner, op, b1p, "beta1_pow")
+    pow2 = _opt_scalar(runner, op, b2p, "beta2_pow")
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad,
+                                  "moment1": m1, "moment2": m2,
+                                  "moment2_max": m2max if amsgrad else None})
+    p, g = e["param"], e["grad"]
+    if op.name.split(".")[-1].rstrip("_") == "adamw":
+        lr_v *= float(_attr(op, "lr_ratio", 1.0))
+        if bool(_attr(op, "with_decay", False)):
+            p = p - lr_v * float(_attr(op, "coeff", 0.01)) * p
+    m1_out = beta1 * e["moment1"] + (1 - beta1) * g
+    m2_out = beta2 * e["moment2"] + (1 - beta2) * g * g
+    m2max_out = np.maximum(e["moment2_max"], m2_out) if amsgrad else None
+    denom = np.sqrt(m2max_out if amsgrad else m2_out) + eps * np.sqrt(1 - pow2)
+    p_out = p - lr_v * np.sqrt(1 - pow2) / (1 - pow1) * (m1_out / denom)
+    if bool(_attr(op, "use_global_beta_pow", False)):
+        b1p_out, b2p_out = _copy(b1p), _copy(b2p)
+    else:
+        b1p_out = np.asarray(b1p, dtype=np.float64) * beta1
+        b2p_out = np.asarray(b2p, dtype=np.float64) * beta2
+    outs = [p_out, m1_out, m2_out] + ([_copy(m2max) if m2max_out is None else m2max_out] if n == 13 else [])
+    return outs + [b1p_out, b2p_out, None if master is None else p_out.copy()]
+
+
+def _momentum_kernel(runner: "_RankRunner", op: Operation, vals: list) -> list:
+    """``momentum_`` (param, grad, velocity, learning_rate, master_param)::
+
+        g = g * rescale_grad;  g = g + regularization_coeff * p   (regularization_method l2_decay)
+        v = mu v + g
+        p = p - lr (g + mu v)   (use_nesterov)   else   p = p - lr v
+
+    (rescale_grad as the GPU kernel applies it; Paddle's CPU kernel ignores it.)"""
+    if op.num_operands != 5:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 5-operand momentum_")
+    param, grad, vel, lr, master = vals
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad,
+                                  "velocity": vel})
+    p, g = e["param"], e["grad"] * float(_attr(op, "rescale_grad", 1.0))
+    if str(_attr(op, "regularization_method", "")) == "l2_decay":
+        g = g + float(_attr(op, "regularization_coeff", 0.0)) * p
+    mu = float(_attr(op, "mu"))
+    lr_v = _opt_scalar(runner, op, lr, "learning_rate")
+    v_out = mu * e["velocity"] + g
+    p_out = p - lr_v * (g + mu * v_out) if bool(_attr(op, "use_nesterov", False)) else p - lr_v * v_out
+    return [p_out, v_out, None if master is None else p_out.copy()]
+
+
+def _sgd_kernel(runner: "_RankRunner", op: Operation, vals: list) -> list:
+    """``sgd_`` (param, learning_rate, grad, master_param): p = p - lr g."""
+    if op.num_operands != 4:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 4-operand sgd_")
+    param, lr, grad, master = vals
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad})
+    p_out = e["param"] - _opt_scalar(runner, op, lr, "learning_rate") * e["grad"]
+    return [p_out, None if master is None else p_out.copy()]
+
+
+_OPTIMIZERS: dict[str, Callable] = {
+    "adam": _adam_kernel, "adamw": _adam_kernel, "momentum": _momentum_kernel, "sgd": _sgd_kernel,
+}
+
+
 # ------------------------------------------------------------------------------------ scheduler
 class _Simulator:
     def __init__(self, programs: Mapping[int, Program], inputs: Mapping[str, Any], seed: int,
@@ -668,6 +831,14 @@ class _Simulator:
             rng = np.random.default_rng([self.seed, k, 7])
             self._shards[key] = distribute(np.asarray(x), dist, rng)
         return self._shards[key]
+
+    def input_pieces(self, key: str, x, dist: TensorDistAttr) -> dict[int, np.ndarray]:
+        """Every rank's piece of a partial input (random, reproducible from ``seed`` and the name)."""
+        k = ("input", key, dist.mesh, dist.dims_mapping, dist.partial)
+        if k not in self._shards:
+            rng = np.random.default_rng([self.seed, zlib.crc32(key.encode()), 11])
+            self._shards[k] = distribute(np.asarray(x), dist, rng)
+        return self._shards[k]
 
     def ring_users(self, ring: int) -> tuple[int, ...]:
         if self._ring_users is None:
@@ -878,7 +1049,8 @@ def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *
                    strict_rings: bool = False) -> dict[int, RankValues]:
     """Run ``programs[rank]`` on every rank in lockstep.
 
-    ``inputs`` maps ``pd_op.data`` names to global numpy arrays.  ``dist_op.shard_tensor``
+    ``inputs`` maps ``pd_op.data`` names and ``builtin.parameter`` names to global numpy arrays
+    (or to ``{rank: local array}`` mappings).  ``dist_op.shard_tensor``
     turns them into each rank's local piece (partial values: random pieces that reduce to the
     global value, the same on every rank for a given ``seed``).  ``rings`` optionally maps
     ring ids to their ranks (needed only for collectives without an op mesh or ambiguous p2p).
