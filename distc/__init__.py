@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-try:
-    from importlib.metadata import PackageNotFoundError, version
-
-    __version__ = version("distc")
-except Exception:  # noqa: BLE001 - running from a source tree
-    __version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject reads it from here)
 
 from .ir.core import Block, BlockArgument, Operation, OpResult, Program, Region, Value
 from .syntax.diagnostics import DiagnosticError

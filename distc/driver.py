@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import click
-from rich.console import Console
 
 from .ir.core import Program
 from .syntax.diagnostics import DiagnosticError
@@ -19,7 +18,9 @@ from .syntax.parser import parse
 PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on a terminal)
 
 
-def err_console() -> Console:
+def err_console():
+    from rich.console import Console
+
     no_color = bool(os.environ.get("NO_COLOR")) or not sys.stderr.isatty()
     return Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True)
 

@@ -91,6 +91,35 @@ ATTR_VALUES = st.one_of(
 
 
 @st.composite
+def op_dist_attr(draw):
+    """op_dist_attr values: a mesh, operand/result entries (single, vector, empty), chunk_id or not."""
+    def entry():
+        kind = draw(st.sampled_from(["single", "vec", "empty"]))
+        if kind == "empty":
+            return draw(st.sampled_from(["", "mesh_shape:[],process_ids:[],dims_mappings:[]"]))
+        def one():
+            t = draw(dist_type(draw(st.lists(st.integers(1, 9), max_size=3)), "f32"))
+            body = t[t.index(", ") + 2:-1]
+            if draw(st.booleans()):
+                body = body[:body.index(", placements")] if ", placements" in body else body
+            return body
+        if kind == "vec":
+            return "[" + ",".join(one() for _ in range(draw(st.integers(0, 3)))) + "]"
+        return one()
+    parts = [f"mesh:{{shape:[{draw(st.sampled_from(['2', '2,2', '4']))}],process_ids:[0,1,2,3]}}"]
+    parts[0] = parts[0].replace("process_ids:[0,1,2,3]", "process_ids:[0,1]") if "shape:[2]" in parts[0] else parts[0]
+    for kind in ("operand", "result"):
+        for i in range(draw(st.integers(0, 2))):
+            parts.append(f"{kind}({i}):{{{entry()}}}")
+    if draw(st.booleans()):
+        parts.append("chunk_id:" + str(draw(st.integers(-1, 3))))
+    return "{" + ",".join(parts) + "}"
+
+
+OP_DIST = op_dist_attr()
+
+
+@st.composite
 def program(draw):
     prefix = draw(st.sampled_from(["tensor", "builtin.tensor"]))
     lines = ["{"]
@@ -101,8 +130,9 @@ def program(draw):
         has_null = draw(st.booleans())
         operand_txt = [f"%{n}" for n, _ in ops] + (["<<NULL VALUE>>"] if has_null else [])
         in_types = [t for _, t in ops] + (["<<NULL TYPE>>"] if has_null else [])
-        keys = sorted(draw(st.sets(st.sampled_from(["a", "b_c", "dtype", "name", "ring_id", "shape", "value"]), max_size=4)))
-        attrs = ",".join(f"{k}:{draw(ATTR_VALUES)}" for k in keys)
+        keys = sorted(draw(st.sets(st.sampled_from(["a", "b_c", "dtype", "name", "op_dist_attr", "ring_id", "shape",
+                                                      "value"]), max_size=4)))
+        attrs = ",".join(f"{k}:{draw(OP_DIST) if k == 'op_dist_attr' else draw(ATTR_VALUES)}" for k in keys)
         out_types = []
         for _ in range(nres):
             shape = draw(st.lists(st.integers(1, 9), max_size=3))

@@ -15,8 +15,6 @@ import os
 import re
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from ..driver import err_console, read_text, reporting, write_output
 from ..syntax.diagnostics import DiagnosticError
@@ -202,6 +200,7 @@ def _layout_text(d) -> str:
 
 
 def _explain(con, rank: int, ctx, several: bool) -> None:
+    from rich.text import Text
     steps = ctx.stats.get("reshard_steps", [])
     head = f"rank {rank}: " if several else ""
     if not steps:
@@ -224,6 +223,8 @@ def _explain(con, rank: int, ctx, several: bool) -> None:
 
 
 def _summary(con, ctxs: dict, before) -> None:
+    from rich.table import Table
+    from rich.text import Text
     from ..analysis.cost import human_bytes
 
     several = len(ctxs) > 1
@@ -260,6 +261,7 @@ def _summary(con, ctxs: dict, before) -> None:
 
 
 def _verify(con, before, progs: dict) -> None:
+    from rich.text import Text
     import importlib
 
     try:

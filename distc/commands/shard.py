@@ -66,10 +66,15 @@ def collectives(prog: Program, rank: int) -> list[Collective]:
     return out
 
 
-def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str) -> None:
-    pm = PassManager(passes)
+def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str, verify_each: bool = False,
+         final_verify: bool = False) -> None:
+    from ..analysis.verify import verify
+
+    pm = PassManager(passes, verify_each=verify_each)
     try:
         pm.run(prog, ctx)
+        if final_verify and not verify_each:
+            verify(prog)
     except DiagnosticError as e:
         src = None
         if path != "-":
@@ -142,9 +147,10 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list[Collective] 
 @click.option("--startup-out", default=None, help="where the sharded startup program goes")
 @click.option("--explain", is_flag=True, help="print the passes run and what they decided on stderr")
 @click.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
+@click.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
 def command(main_file: str, output: str | None, stage: int, axis: str | None, mesh_dims: str, rank: int,
             annotate_only: bool, dense: bool, startup: str | None, startup_out: str | None, explain: bool,
-            quiet: bool) -> None:
+            quiet: bool, verify_each: bool) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1."""
     from ..passes import load_passes
     from ..passes.base import REGISTRY
@@ -161,21 +167,23 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
         ctx = PassContext()
         ran: list[str] = []
 
-        def run(passes: list[ModulePass]) -> None:
-            _run(passes, prog, ctx, main_file)
+        def run(passes: list[ModulePass], last: bool = False) -> None:
+            _run(passes, prog, ctx, main_file, verify_each, final_verify=last)
             ran.extend(p.spec() for p in passes)
 
         before = optimizer_memory(prog, rank)
         if stage >= 1:
-            run([REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims)])  # type: ignore[call-arg]
+            run([REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims)],  # type: ignore[call-arg]
+                last=annotate_only)
         after = optimizer_memory(prog, rank)
         layouts = persistable_layouts(prog)
         colls = None
         if not annotate_only:
-            run([REGISTRY["partition"](), _reshard_pass(rank)])
+            run([REGISTRY["partition"](), _reshard_pass(rank)], last=not dense)
             colls = collectives(prog, rank)
             if dense:
-                run([REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)])  # type: ignore[call-arg]
+                run([REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)],  # type: ignore[call-arg]
+                    last=True)
         text = str(prog)
         startup_text = None
         if startup is not None:

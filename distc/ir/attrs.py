@@ -200,6 +200,16 @@ Attribute = Union[
 ]
 
 
+def number_attr(text: str, tag: str | None = None) -> "IntAttr | FloatAttr":
+    """A numeric literal: ints stay IntAttr unless the tag says float; floats keep their spelling."""
+    if tag in ("Float", "Double"):
+        return FloatAttr(text, tag)
+    try:
+        return IntAttr(int(text), tag)
+    except ValueError:
+        return FloatAttr(text, tag)
+
+
 def attr_value(a: Attribute | None):
     """The plain Python value of an attribute (ints, floats, strings, lists)."""
     if a is None:

@@ -192,8 +192,13 @@ class TensorDistAttr:
 
     def with_(self, **kw: object) -> "TensorDistAttr":
         """A copy with fields changed; printed placements are derived again unless given."""
-        kw.setdefault("given", None)
-        return replace(self, **kw)  # type: ignore[arg-type]
+        unknown = kw.keys() - _TDA_FIELDS
+        if unknown:
+            raise TypeError(f"TensorDistAttr has no field(s) {sorted(unknown)}")
+        g = kw.get
+        return TensorDistAttr(g("mesh", self.mesh), g("dims_mapping", self.dims_mapping),  # type: ignore[arg-type]
+                              g("partial", self.partial), g("form", self.form),  # type: ignore[arg-type]
+                              g("placements_shown", self.placements_shown), g("given", None))  # type: ignore[arg-type]
 
     def consistent(self, placements: tuple[Placement, ...]) -> bool:
         """Whether printed placements agree with dims_mapping and partial (co-sharding allowed)."""
@@ -237,6 +242,8 @@ class TensorDistAttr:
         return _memo(self, ("fmt", form, show), lambda: self._format(form, show))
 
     def _format(self, form: str, show: bool) -> str:
+        if form == "blank" and self.is_empty:  # an op_dist_attr entry written as '{}'
+            return ""
         if form == "maping":
             return f"dims_maping:[{_ints(self.dims_mapping)}]"
         parts = [f"mesh_shape:[{_ints(self.mesh.shape)}]"]
@@ -252,6 +259,9 @@ class TensorDistAttr:
 
     def __str__(self) -> str:
         return self.format()
+
+
+_TDA_FIELDS = frozenset({"mesh", "dims_mapping", "partial", "form", "placements_shown", "given"})
 
 
 def split_bounds(n: int, parts: int, index: int) -> tuple[int, int]:

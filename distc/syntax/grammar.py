@@ -38,14 +38,7 @@ def _ints(tokens) -> tuple[int, ...]:
     return tuple(int(t) for t in tokens if t is not None)
 
 
-def _number(text: str, tag: str | None = None):
-    """A numeric literal: ints stay IntAttr unless the tag says float; floats keep their spelling."""
-    if tag in ("Float", "Double"):
-        return A.FloatAttr(text, tag)
-    try:
-        return A.IntAttr(int(text), tag)
-    except ValueError:
-        return A.FloatAttr(text, tag)
+_number = A.number_attr
 
 
 def group_dist_fields(fields: list, op_mesh: ProcessMesh | None = None) -> list[TensorDistAttr]:
@@ -236,7 +229,7 @@ class LeafTransformer(Transformer):
     @staticmethod
     def _entry(entry, mesh):
         if entry is None:
-            return TensorDistAttr(EMPTY_MESH, ())  # '{}'
+            return TensorDistAttr(EMPTY_MESH, (), form="blank")  # '{}'
         kind, fields = entry
         if kind == "vec":
             return VecDistAttr(tuple(group_dist_fields(fields, mesh)) if fields else ())

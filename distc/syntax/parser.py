@@ -18,14 +18,20 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from lark import Token, Tree
-
 from ..ir import attrs as A
 from ..ir.core import Block, BlockArgument, Operation, Program, Region, Value
 from ..ir.types import NULL_TYPE, DenseTensorType, DistTensorType
 from .diagnostics import DiagnosticError
-from .grammar import LeafTransformer, _number, lark_errors, lark_parser
 from .style import Style
+
+_number = A.number_attr
+
+
+def lark_parser():
+    """The grammar's parser, loaded on first use (ordinary dumps may never need it)."""
+    from .grammar import lark_parser as lp
+
+    return lp()
 
 
 class _Fallback(Exception):
@@ -161,7 +167,13 @@ class FastParser:
         self.attr_dicts: dict[str, dict] = {}
         self.items: dict[str, tuple] = {}
         self.dist: dict[str, object] = {}
-        self._lark = lark_parser()
+        self._lark_inst = None
+
+    @property
+    def _lark(self):
+        if self._lark_inst is None:
+            self._lark_inst = lark_parser()
+        return self._lark_inst
 
     def type_list(self, text: str) -> list:
         t = self.types.get(text)
@@ -169,7 +181,9 @@ class FastParser:
             if not text:
                 t = []
             else:
-                t = self._lark.parse(text, start="type_list")
+                t = _fast_type_list(text)
+                if t is None:
+                    t = self._lark.parse(text, start="type_list")
             self.types[text] = t
         return t
 
@@ -192,6 +206,10 @@ class FastParser:
 
     def _item(self, item: str) -> tuple:
         kv = _simple_item(item)
+        if kv is None and item.startswith("op_dist_attr:{"):
+            od = _fast_op_dist(item[13:])
+            if od is not None:
+                kv = "op_dist_attr", od
         if kv is None:
             k, v, _tok = self._lark.parse(item, start="attr")
             kv = k, v
@@ -337,6 +355,148 @@ class FastParser:
         return prog
 
 
+_TYPE = re.compile(
+    r"(?:pd_dist\.tensor<((?:-?\d+x)*)([a-z][a-z0-9_]*), mesh_shape:\[([\d,]*)\],process_ids:\[([\d,]*)\],"
+    r"dims_mappings:\[([-\d,]*)\]((?:, partial\(\d+,[A-Z]+\)(?:,partial\(\d+,[A-Z]+\))*)?)"
+    r"(, placements:\[[^\]]*\])?>"
+    r"|([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)<((?:-?\d+x)*)([a-z][a-z0-9_]*)>|(<<NULL TYPE>>))(, |$)"
+)
+_PARTIAL = re.compile(r"partial\((\d+),([A-Z]+)\)")
+_PLACEMENT = re.compile(r"Shard\(dim=(\d+)\)|Replicate\(\)|Partial\(reduce_type=([A-Z]+)\)")
+
+
+def _ints_of(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",")) if text else ()
+
+
+_TDIST = re.compile(
+    r"mesh_shape:\[([\d,]*)\],process_ids:\[([\d,]*)\],dims_mappings:\[([-\d,]*)\]"
+    r"((?:, partial\(\d+,[A-Z]+\)(?:,partial\(\d+,[A-Z]+\))*)?)(, placements:\[[^\]]*\])?"
+)
+
+
+def _fast_tdist(m) -> "TensorDistAttr | None":
+    """A tensor dist attr from a ``_TDIST`` match (``None``: let the grammar decide)."""
+    from ..ir.dist import REDUCE_TYPES, Placement, ProcessMesh, TensorDistAttr
+
+    mshape, pids, dm, partial, pl = m.groups()
+    try:
+        mesh = ProcessMesh(_ints_of(mshape), _ints_of(pids))
+    except ValueError:
+        return None
+    dmap = _ints_of(dm)
+    parts = tuple((int(a), b) for a, b in _PARTIAL.findall(partial)) if partial else ()
+    if any(m_ < -1 or (m_ >= mesh.ndim and mesh.shape) for m_ in dmap) \
+            or any(d >= mesh.ndim or r not in REDUCE_TYPES for d, r in parts):
+        return None
+    attr = TensorDistAttr(mesh, dmap, parts, form="full", placements_shown=pl is not None)
+    if pl is not None:
+        given = []
+        body = pl[len(", placements:["):-1]
+        for pm in _PLACEMENT.finditer(body):
+            if pm.group(1) is not None:
+                given.append(Placement("S", int(pm.group(1))))
+            elif pm.group(2) is not None:
+                given.append(Placement("P", -1, pm.group(2)))
+            else:
+                given.append(Placement("R"))
+        given_t = tuple(given)
+        if ", ".join(map(str, given_t)) != body:
+            return None
+        if given_t != attr.placements:
+            if not attr.consistent(given_t):
+                return None
+            attr = TensorDistAttr(mesh, dmap, parts, form="full", placements_shown=True, given=given_t)
+    return attr
+
+
+def _fast_type_list(text: str):
+    """The common type spellings without the grammar (``None``: let the grammar read it).  Gives
+    the same objects as the grammar's ``type`` rules; the differential tests hold it to that."""
+    from ..ir.types import DenseTensorType, DistTensorType
+
+    out = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _TYPE.match(text, pos)
+        if m is None:
+            return None
+        dshape, ddtype, prefix, shape, dtype, null, sep = m.group(1, 2, 8, 9, 10, 11, 12)
+        if null:
+            out.append(NULL_TYPE)
+        elif prefix is not None:
+            if prefix in ("vec", "pd_dist.tensor"):
+                return None
+            out.append(DenseTensorType(tuple(int(x) for x in shape[:-1].split("x")) if shape else (), dtype, prefix))
+        else:
+            dims = tuple(int(x) for x in dshape[:-1].split("x")) if dshape else ()
+            tm = _TDIST.fullmatch(text, m.start(3) - len("mesh_shape:["), m.end(7) if m.group(7) else m.end(6))
+            attr = _fast_tdist(tm) if tm is not None else None
+            if attr is None or len(attr.dims_mapping) != len(dims) or not attr.mesh.shape:
+                return None
+            out.append(DistTensorType(dims, ddtype, attr))
+        pos = m.end()
+        if not sep and pos < n:
+            return None
+    return out
+
+
+_OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?:operand|result)\(\d+\):\{[^{}]*\})*)"
+                 r"(?:,chunk_id:(-?\d+))?\}")
+_OD_ENTRY = re.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
+
+
+def _fast_op_dist(text: str):
+    """``op_dist_attr`` values in the F2-F4 formats without the grammar (``None``: use it)."""
+    from ..ir.dist import EMPTY_MESH, OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr
+
+    m = _OD.fullmatch(text)
+    if m is None:
+        return None
+    try:
+        mesh = ProcessMesh(_ints_of(m.group(1)), _ints_of(m.group(2)))
+    except ValueError:
+        return None
+    lists: dict[str, list] = {"operand": [], "result": []}
+    for e in _OD_ENTRY.finditer(m.group(3)):
+        kind, idx, body = e.groups()
+        lst = lists[kind]
+        if int(idx) != len(lst):
+            return None
+        if not body:
+            lst.append(TensorDistAttr(EMPTY_MESH, (), form="blank"))
+            continue
+        vec = body[0] == "["
+        if vec:
+            if body[-1] != "]":
+                return None
+            body = body[1:-1]
+        items = []
+        pos = 0
+        while pos < len(body):
+            tm = _TDIST.match(body, pos)
+            if tm is None:
+                return None
+            a = _fast_tdist(tm)
+            if a is None:
+                return None
+            items.append(a)
+            pos = tm.end()
+            if pos < len(body):
+                if body[pos] != "," or not vec:
+                    return None
+                pos += 1
+        if vec:
+            lst.append(VecDistAttr(tuple(items)))
+        elif len(items) == 1:
+            lst.append(items[0])
+        else:
+            return None
+    chunk = int(m.group(4)) if m.group(4) is not None else None
+    return OperationDistAttr(mesh, tuple(lists["operand"]), tuple(lists["result"]), chunk)
+
+
 _SCAN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()<>,]')
 _BRACES = re.compile(r"[{}]")
 
@@ -373,6 +533,10 @@ class FullParser:
     """Parses with the Lark grammar and walks the op trees in order."""
 
     def parse(self, text: str, filename: str | None) -> Program:
+        from lark import Token, Tree
+
+        from .grammar import lark_errors
+
         try:
             tree = lark_parser().parse(text, start="start")
         except Exception as e:  # noqa: BLE001 - every Lark error becomes a located diagnostic
@@ -425,6 +589,7 @@ class FullParser:
         block.dirty = False
 
     def _op(self, b: Builder, t: Tree, lines: list[str]) -> Operation:
+        from lark import Token
         ch = t.children
         results_t, name_tok, op_id_t, operands_t = ch[0], ch[1], ch[2], ch[3]
         if t.data == "op":
@@ -473,6 +638,7 @@ class FullParser:
         return op
 
     def _region(self, b: Builder, r: Tree, lines) -> Region:
+        from lark import Tree
         region = Region()
         block = region.add_block(Block())
         b.push()

@@ -97,9 +97,24 @@ def _sorted_along(mesh: ProcessMesh, k: int) -> bool:
     return all(list(m.process_ids) == sorted(m.process_ids) for m in mesh.sub_meshes(k))
 
 
+_PROBLEMS: dict = {}
+
+
 def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
     """Why Paddle 3.3.1's own lowering of ``src -> dst`` (same mesh) is wrong or refused, or
     ``None`` when it is right (as the simulator proves on Paddle's output), so distc keeps it."""
+    key = (src, dst, tuple(shape))
+    try:
+        return _PROBLEMS[key]
+    except KeyError:
+        pass
+    out = _paddle_problem(src, dst, tuple(shape))
+    if len(_PROBLEMS) < 10_000:
+        _PROBLEMS[key] = out
+    return out
+
+
+def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
     if not same_mesh(src, dst):
         return None  # cross-mesh copies are split off before (same_status), then judged here
     # co-sharded placements ([Shard(0), Shard(0)]) are lowered by their dims mapping, as Paddle
