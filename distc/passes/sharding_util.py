@@ -5,7 +5,7 @@ dist-to-dense) share: value properties Paddle keeps in op attributes, and buildi
 from __future__ import annotations
 
 from ..ir import attrs as A
-from ..ir.builder import Maker
+from ..ir.builder import Maker, Inserter
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ..ir.dist import ProcessMesh, TensorDistAttr
 from ..ir.types import DistTensorType
@@ -125,13 +125,9 @@ def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Opera
     return mk.op("dist_op.reshard", [src], [mk.dist_type(st.shape, st.dtype, dst)], attrs)
 
 
-class Cursor:
+class Cursor(Inserter):
     """Paddle's insertion point: new ops go before ``anchor`` (the block's end when None), one
     after another in creation order."""
-
-    def __init__(self, block: Block, anchor: Operation | None) -> None:
-        self.block = block
-        self.anchor = anchor
 
     @staticmethod
     def before(op: Operation) -> "Cursor":
@@ -146,13 +142,3 @@ class Cursor:
     @staticmethod
     def at_start(block: Block) -> "Cursor":
         return Cursor(block, block.first)
-
-    def insert(self, op: Operation) -> Operation:
-        ref = self.anchor if self.anchor is not None else self.block.last
-        if op.indent is None and ref is not None:
-            op.indent = ref.indent
-        if self.anchor is None:
-            self.block.append(op)
-        else:
-            self.block.insert_before(self.anchor, op)
-        return op
