@@ -15,56 +15,15 @@ state at its global shape, slice this rank's piece, lower to dense).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import click
 
-from ..analysis.memory import MemoryReport, human, optimizer_memory, value_bytes
+from ..analysis.cost import collectives_in
+from ..analysis.memory import MemoryReport, human, optimizer_memory
 from ..driver import err_console, load, read_text, reporting, write_output
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
-
-COMM_KINDS = {
-    "pd_op.all_gather": "all_gather", "pd_op.c_allgather": "all_gather",
-    "pd_op.reduce_scatter": "reduce_scatter", "pd_op.c_reducescatter": "reduce_scatter",
-    "pd_op.all_reduce": "all_reduce", "pd_op.all_reduce_": "all_reduce",
-    "pd_op.c_allreduce_sum_": "all_reduce", "pd_op.c_allreduce_max_": "all_reduce",
-    "pd_op.c_allreduce_min_": "all_reduce", "pd_op.c_allreduce_prod_": "all_reduce",
-    "pd_op.c_allreduce_avg_": "all_reduce", "pd_op.c_allreduce_sum": "all_reduce",
-    "pd_op.all_to_all": "all_to_all", "pd_op.alltoall": "all_to_all",
-    "pd_op.broadcast": "broadcast", "pd_op.c_broadcast": "broadcast",
-    "pd_op.send_v2": "send", "pd_op.recv_v2": "recv",
-}
-
-
-@dataclass
-class Collective:
-    kind: str
-    group: tuple[int, ...]
-    nbytes: int  # the buffer one rank sends/receives: input of reduce ops, output of gathers
-
-
-def collectives(prog: Program, rank: int) -> list[Collective]:
-    """The communication ops of a lowered (still distributed) program, for ``rank``."""
-    out = []
-    for op in prog.walk():
-        kind = COMM_KINDS.get(op.name)
-        if kind is None:
-            continue
-        d = op.dist_attr
-        if d is not None and d.mesh.process_ids:
-            group = tuple(sorted(d.mesh.process_ids))
-        else:
-            n = op.attr("nranks")
-            group = tuple(range(getattr(n, "value", 0) or 0))
-        if kind in ("all_gather", "recv") and op.results:
-            nbytes = value_bytes(op.results[0], rank)
-        else:
-            nbytes = value_bytes(op.operand(0) if op.num_operands else None, rank)
-        out.append(Collective(kind, group, nbytes))
-    return out
-
 
 def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str, verify_each: bool = False,
          final_verify: bool = False) -> None:
@@ -97,7 +56,7 @@ def _reshard_pass(rank: int) -> ModulePass:
     return cls(rank=rank)  # type: ignore[call-arg]
 
 
-def _summary(before: MemoryReport, after: MemoryReport, colls: list[Collective] | None, stage: int,
+def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stage: int,
              axis, rank: int) -> None:
     from rich.table import Table
 
@@ -107,10 +66,10 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list[Collective] 
         t.add_column("kind")
         t.add_column("group")
         t.add_column("count", justify="right")
-        t.add_column("bytes/rank", justify="right")
+        t.add_column("bytes sent by this rank", justify="right")
         agg: dict[tuple[str, tuple[int, ...]], list[int]] = {}
         for c in colls:
-            agg.setdefault((c.kind, c.group), []).append(c.nbytes)
+            agg.setdefault((c.kind, c.ranks), []).append(c.moved)
         for (kind, group), sizes in sorted(agg.items()):
             t.add_row(kind, "[" + ",".join(map(str, group)) + "]", str(len(sizes)),
                       f"{sum(sizes)} B" if sum(sizes) < 1024 else f"{human(sum(sizes))} ({sum(sizes)} B)")
@@ -180,7 +139,7 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
         colls = None
         if not annotate_only:
             run([REGISTRY["partition"](), _reshard_pass(rank)], last=not dense)
-            colls = collectives(prog, rank)
+            colls = [c for c in collectives_in(prog, rank) if c.runs]
             if dense:
                 run([REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)],  # type: ignore[call-arg]
                     last=True)
