@@ -8,9 +8,8 @@ import sys
 import click
 
 from . import __version__
-from .driver import err_console, load, read_text, reporting, write_output
+from .driver import err_console, load, parse_text, read_text, reporting, write_output
 from .syntax.diagnostics import DiagnosticError
-from .syntax.parser import parse
 from .syntax.printer import print_program
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -44,7 +43,7 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
         for path in files:
             text = read_text(path)
             name = "<stdin>" if path == "-" else path
-            prog = parse(text, name)
+            prog = parse_text(text, name)
             out = print_program(prog, canonical=canonical)
             if check:
                 if out != text:

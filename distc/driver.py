@@ -41,7 +41,11 @@ def read_text(path: str) -> str:
 
 def load(path: str) -> Program:
     text = read_text(path)
-    name = "<stdin>" if path == "-" else path
+    return parse_text(text, "<stdin>" if path == "-" else path)
+
+
+def parse_text(text: str, name: str) -> Program:
+    """Parse, with a progress bar on stderr for big inputs when stderr is a terminal."""
     if len(text) > PROGRESS_BYTES and sys.stderr.isatty():
         from rich.progress import Progress
 

@@ -96,3 +96,14 @@ def test_no_color_when_not_a_tty(tmp_path):
     f.write_text("{\n    (%1) = \"pd_op.relu\" (%0) {} : (tensor<4xf32>) -> tensor<4xf32>\n}\n")
     r = subprocess.run([sys.executable, "-m", "distc", "fmt", str(f)], capture_output=True, text=True)
     assert r.returncode == 1 and "\x1b[" not in r.stderr
+
+
+def test_progress_callback_on_big_inputs():
+    import distc
+
+    line = '    (%{i}) = "pd_op.full" () {{dtype:float32,shape:[1],value:{i}}} : () -> tensor<1xf32>'
+    text = "{\n" + "\n".join(line.format(i=i) for i in range(21000)) + "\n}\n"
+    seen = []
+    prog = distc.parse(text, progress=seen.append)
+    assert len(prog.ops) == 21000 and str(prog) == text
+    assert seen and 0 < seen[0] < len(text)
