@@ -133,6 +133,11 @@ class DistToDensePass(ModulePass):
     keep_comm: bool = False  # keep collectives over one-rank groups
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
+        from .sharding_util import is_distributed
+
+        if not is_distributed(prog):
+            ctx.notes.append("dist-to-dense: the program has no dist attributes: it is dense already")
+            return
         mk = Maker(prog.style)
         stats: dict = {}
         single = dist_to_dense_block(prog.block, mk, stats)

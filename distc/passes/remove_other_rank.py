@@ -104,9 +104,10 @@ class _Pruner:
             if name == "cf.yield":
                 continue
             if name == "pd_op.pylayer":
-                here = any(o.dist_attr is not None and self.rank in o.dist_attr.mesh.process_ids
-                           for region in op.regions for b in region.blocks for o in b.ops)
-                if not here:
+                meshes = [o.dist_attr.mesh for region in op.regions for b in region.blocks for o in b.ops
+                          if o.dist_attr is not None]
+                # a region with no dist attrs at all (a dense program) stays where it is
+                if meshes and not any(self.rank in m.process_ids for m in meshes):
                     self._erase(op)
                     continue
                 for region in reversed(op.regions):
@@ -166,6 +167,11 @@ class RemoveOtherRankPass(ModulePass):
     rank: int = 0
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
+        from .sharding_util import is_distributed
+
+        if not is_distributed(prog):
+            ctx.notes.append("remove-other-rank: the program has no dist attributes: nothing to do")
+            return
         mk = Maker(prog.style)
         done = complete_op_dist_attr(prog.block, mk)
         p = _Pruner(self.rank)

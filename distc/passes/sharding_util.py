@@ -125,6 +125,14 @@ def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Opera
     return mk.op("dist_op.reshard", [src], [mk.dist_type(st.shape, st.dtype, dst)], attrs)
 
 
+def is_distributed(prog) -> bool:
+    """Whether any op or value of the program carries dist attributes."""
+    for op in prog.walk():
+        if op.dist_attr is not None or any(isinstance(r.type, DistTensorType) for r in op.results):
+            return True
+    return False
+
+
 class Cursor(Inserter):
     """Paddle's insertion point: new ops go before ``anchor`` (the block's end when None), one
     after another in creation order."""
