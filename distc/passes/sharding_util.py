@@ -29,17 +29,25 @@ def _bool_at(op: Operation, key: str, index: int) -> bool | None:
     return None
 
 
+def _arg_flag(v: BlockArgument, key: str) -> bool | None:
+    """A block argument's flag from its ``{key:true}`` or ``{key:[true]}`` attribute."""
+    b = v.attrs.get(key)
+    if isinstance(b, A.BoolAttr):
+        return b.value
+    if isinstance(b, A.ArrayAttr) and b.elements and isinstance(b.elements[0], A.BoolAttr):
+        return b.elements[0].value
+    return None
+
+
 def stop_gradient(v: Value | None) -> bool:
-    """A value's stop_gradient flag (kept in its defining op's ``stop_gradient`` list)."""
+    """A value's stop_gradient flag (kept in its defining op's ``stop_gradient`` list); True when
+    nothing says otherwise."""
     if isinstance(v, OpResult):
         b = _bool_at(v.op, "stop_gradient", v.index)
         return True if b is None else b
     if isinstance(v, BlockArgument):
-        b = v.attrs.get("stop_gradient")
-        if isinstance(b, A.BoolAttr):
-            return b.value
-        if isinstance(b, A.ArrayAttr) and b.elements and isinstance(b.elements[0], A.BoolAttr):
-            return b.elements[0].value
+        b = _arg_flag(v, "stop_gradient")
+        return True if b is None else b
     return True
 
 
@@ -48,11 +56,7 @@ def persistable(v: Value | None) -> bool:
     if isinstance(v, OpResult):
         return bool(_bool_at(v.op, "persistable", v.index))
     if isinstance(v, BlockArgument):
-        b = v.attrs.get("persistable")
-        if isinstance(b, A.BoolAttr):
-            return b.value
-        if isinstance(b, A.ArrayAttr) and b.elements and isinstance(b.elements[0], A.BoolAttr):
-            return b.elements[0].value
+        return bool(_arg_flag(v, "persistable"))
     return False
 
 

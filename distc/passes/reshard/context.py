@@ -133,20 +133,9 @@ class ReshardContext:
 
     @staticmethod
     def stop_gradient(v: Value | None) -> bool:
-        if v is None:
-            return True
-        op = v.owner
-        if op is None:
-            a = getattr(v, "attrs", {}).get("stop_gradient")
-            if isinstance(a, A.ArrayAttr) and a.elements:
-                return bool(getattr(a.elements[0], "value", True))
-            if isinstance(a, A.BoolAttr):
-                return a.value
-            return True
-        a = op.attr("stop_gradient")
-        if isinstance(a, A.ArrayAttr) and len(a.elements) > v.index:  # type: ignore[attr-defined]
-            return bool(getattr(a.elements[v.index], "value", True))  # type: ignore[attr-defined]
-        return True
+        from ..sharding_util import stop_gradient
+
+        return stop_gradient(v)
 
     def local_shape(self, v: Value, rank: int | None = None) -> tuple[int, ...]:
         t = v.type
