@@ -8,7 +8,7 @@ import sys
 import click
 
 from . import __version__
-from .driver import err_console, load, parse_text, read_text, reporting, write_output
+from .driver import check_output, err_console, load, parse_text, read_text, reporting, write_output
 from .syntax.diagnostics import DiagnosticError
 from .syntax.printer import print_program
 
@@ -38,6 +38,9 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
     with reporting():
         if output is not None and len(files) > 1:
             raise click.UsageError("-o takes one input file")
+        if output is not None and check:
+            raise click.UsageError("--check writes nothing: it compares; drop -o")
+        check_output(output)
         changed = 0
         outs = []
         for path in files:
@@ -78,6 +81,7 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
     from .passes.base import PassManager, parse_pipeline
 
     with reporting():
+        check_output(output)
         t0 = time.perf_counter()
         passes = parse_pipeline(pipeline)
         prog = load(file)

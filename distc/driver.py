@@ -55,18 +55,48 @@ def parse_text(text: str, name: str) -> Program:
     return parse(text, name)
 
 
+def check_output(path: str | None) -> None:
+    """Fail early (a diagnostic, exit 1) if ``path`` cannot be written, before any work is done."""
+    if path is None or path == "-":
+        return
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise DiagnosticError("is a directory, not an output file", filename=path)
+    d = os.path.dirname(real) or "."
+    if not os.path.isdir(d):
+        raise DiagnosticError(f"cannot write: no directory {d}", filename=path)
+    if not os.access(d, os.W_OK) and not (os.path.exists(real) and os.access(real, os.W_OK)):
+        raise DiagnosticError(f"cannot write: directory {d} is not writable", filename=path)
+
+
 def write_output(path: str | None, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (``-``/None: stdout)."""
+    """Write ``text`` to ``path`` whole or not at all (``-``/None: stdout).
+
+    A regular file is replaced atomically (a temporary file in the same directory, then a rename),
+    keeping the mode of the file it replaces (or the umask's); a symlink is written through to its
+    target; a device or pipe (``/dev/stdout``, a FIFO) is written to directly."""
     if path is None or path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".distc-", suffix=".tmp", dir=d)
+    check_output(path)
+    real = os.path.realpath(path)
+    if os.path.exists(real) and not os.path.isfile(real):
+        with open(real, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        return
+    if os.path.exists(real):
+        mode = os.stat(real).st_mode & 0o7777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=".distc-", suffix=".tmp", dir=os.path.dirname(real) or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -87,6 +117,10 @@ def reporting() -> Iterator[None]:
         raise
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:  # an output that cannot be written, a disk that is full ...
+        name = getattr(e, "filename", None)
+        err_console().print(f"{name + ': ' if name else ''}error: {e.strerror or e}", markup=False)
+        sys.exit(1)
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
         con = err_console()
         con.print(f"distc: internal error: {type(e).__name__}: {e}", markup=False)

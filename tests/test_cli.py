@@ -107,3 +107,66 @@ def test_progress_callback_on_big_inputs():
     prog = distc.parse(text, progress=seen.append)
     assert len(prog.ops) == 21000 and str(prog) == text
     assert seen and 0 < seen[0] < len(text)
+
+
+# ------------------------------------------------------------------------------- outputs
+def test_output_through_a_symlink_keeps_the_link_and_normal_mode(tmp_path):
+    import os
+
+    target = tmp_path / "target.ir"
+    target.write_text("old\n")
+    link = tmp_path / "link.ir"
+    link.symlink_to(target)
+    assert run("fmt", str(LEGACY), "-o", str(link)).exit_code == 0
+    assert link.is_symlink() and target.read_text() == LEGACY.read_text()
+    fresh = tmp_path / "fresh.ir"
+    old = os.umask(0o022)
+    try:
+        assert run("fmt", str(LEGACY), "-o", str(fresh)).exit_code == 0
+    finally:
+        os.umask(old)
+    assert fresh.stat().st_mode & 0o777 == 0o644
+
+
+def test_output_into_a_missing_directory_is_an_error_before_any_work(tmp_path):
+    r = run("fmt", str(LEGACY), "-o", str(tmp_path / "nodir" / "a.ir"))
+    assert r.exit_code == 1 and "cannot write: no directory" in r.output
+    r = run("fmt", str(LEGACY), "-o", str(tmp_path))
+    assert r.exit_code == 1 and "is a directory" in r.output
+
+
+def test_shard_writes_nothing_if_one_of_its_outputs_cannot_be_written(tmp_path):
+    startup = DATA / "corpus/paddle-3.3.1/stage1/mlp_dp2mp2_adamw.s0.r0.startup_after_remove.ir"
+    main_out = tmp_path / "main.ir"
+    r = run("shard", str(SAMPLE), "-q", "-o", str(main_out), "--startup", str(startup),
+            "--startup-out", str(tmp_path / "nodir" / "s.ir"))
+    assert r.exit_code == 1 and not main_out.exists()
+
+
+def test_fmt_check_with_output_is_a_usage_error(tmp_path):
+    assert run("fmt", "--check", str(LEGACY), "-o", str(tmp_path / "x.ir")).exit_code == 2
+
+
+def test_shard_rank_outside_every_mesh_is_an_error():
+    r = run("shard", str(SAMPLE), "-q", "--rank", "7", "--dense")
+    assert r.exit_code == 1 and "rank 7 is in none of the program's meshes" in r.output
+
+
+def test_shard_stage0_with_axis_is_a_usage_error():
+    assert run("shard", str(SAMPLE), "--stage", "0", "--axis", "1").exit_code == 2
+
+
+def test_reshard_all_ranks_dash_output_goes_to_stdout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run("reshard", "--from", "s0", "--to", "r", "--all-ranks", "-q", "-o", "-")
+    assert r.exit_code == 0 and "// ----- rank 1 -----" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reshard_verify_on_a_whole_program_is_a_usage_error():
+    assert run("reshard", str(SAMPLE), "--verify").exit_code == 2
+
+
+def test_pipeline_option_given_twice_is_a_diagnostic():
+    r = run("opt", str(SAMPLE), "-p", "reshard{rank=0,rank=1}")
+    assert r.exit_code == 1 and "given twice" in r.output

@@ -48,6 +48,11 @@ CASES = {
            'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1], placements:[Replicate()]>'),
         3, None, "disagree with dims_mappings"),
     "missing closing brace": (H, 2, 133, "unexpected end of input"),
+    "op_dist_attr entry longer than the rank": (
+        op('(%1) = "dist_op.shard_tensor" (%0) {op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):'
+           '{mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1,-1]},chunk_id:-1}} : (tensor<4x8xf32>) -> '
+           'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1]>'),
+        3, 5, "op_dist_attr result(0) has dims_mapping [0, -1, -1] for a tensor of rank 2"),
     "unknown reduce type": (
         op('(%1) = "dist_op.shard_tensor" (%0) {stop_gradient:[true]} : (tensor<4x8xf32>) -> '
            'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1,-1], partial(0,FOO)>'),

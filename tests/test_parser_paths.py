@@ -38,6 +38,14 @@ def _fast_only(text):
 DTYPES = ["f32", "f16", "bf16", "i64", "i32", "b", "f64"]
 
 
+def _rank_of(type_text):
+    """The rank written in a type's text (0 for <<NULL TYPE>>)."""
+    if type_text.startswith("<<"):
+        return 0
+    body = type_text[type_text.index("<") + 1:].split(",")[0].rstrip(">")
+    return body.count("x")
+
+
 def _tensor(shape, dtype, prefix):
     return f"{prefix}<{''.join(f'{d}x' for d in shape)}{dtype}>"
 
@@ -91,14 +99,16 @@ ATTR_VALUES = st.one_of(
 
 
 @st.composite
-def op_dist_attr(draw):
-    """op_dist_attr values: a mesh, operand/result entries (single, vector, empty), chunk_id or not."""
-    def entry():
+def op_dist_attr(draw, operand_ranks, result_ranks):
+    """op_dist_attr values: a mesh, operand/result entries (single, vector, empty; each fitting
+    the rank of its value), chunk_id or not."""
+    def entry(rank):
         kind = draw(st.sampled_from(["single", "vec", "empty"]))
         if kind == "empty":
             return draw(st.sampled_from(["", "mesh_shape:[],process_ids:[],dims_mappings:[]"]))
+
         def one():
-            t = draw(dist_type(draw(st.lists(st.integers(1, 9), max_size=3)), "f32"))
+            t = draw(dist_type([draw(st.integers(1, 9)) for _ in range(rank)], "f32"))
             body = t[t.index(", ") + 2:-1]
             if draw(st.booleans()):
                 body = body[:body.index(", placements")] if ", placements" in body else body
@@ -108,15 +118,15 @@ def op_dist_attr(draw):
         return one()
     parts = [f"mesh:{{shape:[{draw(st.sampled_from(['2', '2,2', '4']))}],process_ids:[0,1,2,3]}}"]
     parts[0] = parts[0].replace("process_ids:[0,1,2,3]", "process_ids:[0,1]") if "shape:[2]" in parts[0] else parts[0]
-    for kind in ("operand", "result"):
-        for i in range(draw(st.integers(0, 2))):
-            parts.append(f"{kind}({i}):{{{entry()}}}")
+    for kind, ranks in (("operand", operand_ranks), ("result", result_ranks)):
+        for i in range(draw(st.integers(0, len(ranks)))):
+            parts.append(f"{kind}({i}):{{{entry(ranks[i])}}}")
     if draw(st.booleans()):
         parts.append("chunk_id:" + str(draw(st.integers(-1, 3))))
     return "{" + ",".join(parts) + "}"
 
 
-OP_DIST = op_dist_attr()
+
 
 
 @st.composite
@@ -132,12 +142,15 @@ def program(draw):
         in_types = [t for _, t in ops] + (["<<NULL TYPE>>"] if has_null else [])
         keys = sorted(draw(st.sets(st.sampled_from(["a", "b_c", "dtype", "name", "op_dist_attr", "ring_id", "shape",
                                                       "value"]), max_size=4)))
-        attrs = ",".join(f"{k}:{draw(OP_DIST) if k == 'op_dist_attr' else draw(ATTR_VALUES)}" for k in keys)
-        out_types = []
+        out_types, out_ranks = [], []
         for _ in range(nres):
             shape = draw(st.lists(st.integers(1, 9), max_size=3))
             dtype = draw(st.sampled_from(DTYPES))
             out_types.append(draw(dist_type(shape, dtype)) if draw(st.booleans()) else _tensor(shape, dtype, prefix))
+            out_ranks.append(len(shape))
+        in_ranks = [_rank_of(t) for t in in_types]
+        attrs = ",".join(f"{k}:{draw(op_dist_attr(in_ranks, out_ranks)) if k == 'op_dist_attr' else draw(ATTR_VALUES)}"
+                         for k in keys)
         names = [str(len(values) + k) for k in range(nres)]
         name = draw(st.sampled_from(["pd_op.relu", "dist_op.reshard", "add(phi_kernel)", "pd_op.adamw_"]))
         oid = f" [id:{draw(st.integers(0, 999))}]" if draw(st.booleans()) else ""

@@ -16,7 +16,7 @@ import re
 
 import click
 
-from ..driver import err_console, read_text, reporting, write_output
+from ..driver import err_console, read_text, reporting, write_output, check_output
 from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
@@ -107,15 +107,23 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             filename = "<explorer>"
         else:
             for opt, v in (("--mesh", mesh), ("--mesh-ids", mesh_ids), ("--to-mesh", to_mesh),
-                           ("--to-mesh-ids", to_mesh_ids)):
+                           ("--to-mesh-ids", to_mesh_ids), ("--shape", shape if shape != "4x8" else None),
+                           ("--dtype", dtype if dtype != "float32" else None)):
                 if v is not None:
                     raise click.UsageError(f"{opt} only applies to the explorer (--from/--to)")
             source = read_text(file)
             filename = "<stdin>" if file == "-" else file
 
+        if rank < 0:
+            raise click.BadParameter("--rank must be 0 or more")
+        if not (all_ranks and output is not None and output != "-"):
+            check_output(output)
         from ..syntax.parser import parse
 
         before = parse(source, filename)
+        if verify and not explorer and not _one_reshard(before):
+            raise click.UsageError("--verify checks one-reshard programs: the explorer's, or a file of "
+                                   "Paddle's form pd_op.data + dist_op.shard_tensor + dist_op.reshard")
         ranks = _ranks_of(before) if (all_ranks or verify) else [rank]
         if all_ranks and not ranks:
             ranks = [rank]
@@ -135,7 +143,9 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if verify:
             _verify(con, before, {r: results[r][0] for r in results})
 
-        if all_ranks and output is not None:
+        if all_ranks and output is not None and output != "-":
+            for r in shown:
+                check_output(_output_path(output, r))
             for r in shown:
                 write_output(_output_path(output, r), str(results[r][0]))
         elif all_ranks:
@@ -163,6 +173,11 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype):
     except DiagnosticError as e:
         raise click.BadParameter(e.message) from None
     return lambda: build_program(m_from, sp, m_to, dp, dims, dtype)
+
+
+def _one_reshard(prog) -> bool:
+    names = [op.name for op in prog.walk()]
+    return names.count("dist_op.reshard") == 1 and "dist_op.shard_tensor" in names
 
 
 def _ranks_of(prog) -> list[int]:

@@ -20,10 +20,24 @@ import click
 
 from ..analysis.cost import collectives_in
 from ..analysis.memory import MemoryReport, human, optimizer_memory
-from ..driver import err_console, load, read_text, reporting, write_output
+from ..driver import err_console, load, read_text, reporting, write_output, check_output
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
+
+def _ranks_of(prog: Program) -> list[int]:
+    """Every process id of every mesh in the program."""
+    out: set[int] = set()
+    for op in prog.walk():
+        d = op.dist_attr
+        if d is not None:
+            out |= set(d.mesh.process_ids)
+        for r in op.results:
+            rd = r.dist_attr
+            if rd is not None:
+                out |= set(rd.mesh.process_ids)
+    return sorted(out)
+
 
 def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str, verify_each: bool = False,
          final_verify: bool = False) -> None:
@@ -120,9 +134,21 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
             raise click.UsageError("--startup and --startup-out go together")
         if annotate_only and dense:
             raise click.UsageError("--annotate-only and --dense exclude each other")
+        if stage == 0 and axis is not None:
+            raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
+        if rank < 0:
+            raise click.BadParameter("--rank must be 0 or more")
+        if output is not None and output == startup_out and output != "-":
+            raise click.UsageError("-o and --startup-out name the same file")
+        check_output(output)
+        check_output(startup_out)
         load_passes()
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         prog = load(main_file)
+        ranks = _ranks_of(prog)
+        if ranks and rank not in ranks:
+            raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
+                                  f"{', '.join(map(str, ranks))})", filename=prog.filename)
         ctx = PassContext()
         ran: list[str] = []
 

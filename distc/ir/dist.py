@@ -47,7 +47,7 @@ class ProcessMesh:
 
     def coord(self, rank: int) -> tuple[int, ...]:
         """The rank's coordinate in the mesh (row-major)."""
-        idx = self.process_ids.index(rank)
+        idx = _memo(self, "index", lambda: {p: i for i, p in enumerate(self.process_ids)})[rank]
         out = []
         for s in reversed(self.shape):
             out.append(idx % s)

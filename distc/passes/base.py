@@ -90,6 +90,8 @@ def parse_pipeline(text: str) -> list[ModulePass]:
             for part in _split_opts(body):
                 if "=" in part:
                     key, val = part.split("=", 1)
+                    if key.strip() in opts:
+                        raise DiagnosticError(f"pipeline: option '{key.strip()}' of pass '{name}' given twice")
                     opts[key.strip()] = val.strip()
                 elif key is not None:  # a list value: axis=0,1
                     opts[key] += "," + part.strip()

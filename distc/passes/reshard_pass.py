@@ -23,6 +23,10 @@ class ReshardPass(ModulePass):
         from ..analysis.cost import record_dict
         from .reshard import lower_program, ring_allocator
 
+        if self.rank < 0 or self.ring_base < 0:
+            from ..syntax.diagnostics import DiagnosticError
+
+            raise DiagnosticError("reshard: rank and ring_base must be 0 or more")
         rings = ring_allocator(ctx, first=self.ring_base)
         rings.reserved |= _ring_ids_in(prog) - set(rings.groups.values())
         res = lower_program(prog, self.rank, rings=rings, paddle_only=self.paddle,

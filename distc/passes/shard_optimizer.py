@@ -256,8 +256,9 @@ class ShardOptimizerPass(ModulePass):
     mesh_dims: tuple = ()  # mesh dim names, e.g. dp,mp (PIR text does not print them)
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
-        if self.stage not in (0, 1, 2):
-            raise DiagnosticError(f"shard-optimizer: stage {self.stage} is not supported (0, 1 or 2)")
+        if self.stage not in (0, 1):
+            raise DiagnosticError(f"shard-optimizer: stage {self.stage} is not supported (0 or 1: "
+                                  "ZeRO stage 1 shards optimizer states only)")
         if self.stage == 0:
             ctx.notes.append("shard-optimizer: stage 0, optimizer states left as they are")
             return
@@ -278,6 +279,9 @@ class ShardOptimizerPass(ModulePass):
             ctx.notes.append("shard-optimizer: no distributed optimizer update found; nothing to shard")
             return
         ndim = max(pd.mesh.ndim for _, pd in params)
+        if self.mesh_dims and len(self.mesh_dims) != ndim:
+            raise DiagnosticError(f"shard-optimizer: mesh_dims names {len(self.mesh_dims)} dim(s) "
+                                  f"({','.join(self.mesh_dims)}) but the mesh has {ndim}")
         axis = resolve_axis(self.axis, tuple(self.mesh_dims), ndim, "shard-optimizer: ")
         if axis is None:
             axis = _paddle_axis(params)

@@ -20,6 +20,7 @@ from typing import Callable
 
 from ..ir import attrs as A
 from ..ir.core import Block, BlockArgument, Operation, Program, Region, Value
+from ..ir.dist import TensorDistAttr
 from ..ir.types import NULL_TYPE, DenseTensorType, DistTensorType
 from .diagnostics import DiagnosticError
 from .style import Style
@@ -105,12 +106,28 @@ class Builder:
             out_types = [v.type if v is not None else NULL_TYPE for v in carried]
             if len(out_types) != len(results):
                 raise DiagnosticError(f"'{name}' has {len(results)} result(s) but {len(values)} operand(s)", line, col)
+        od = attrs.get("op_dist_attr")
+        if od is not None and not isinstance(od, A.IdentAttr):
+            _check_op_dist(name, od, values, out_types, line, col)
         op = Operation(name, values, out_types, attrs, regions, op_id=op_id,
                        operand_keywords=tuple(kws), sig=sig)
         op.loc = (line, col)
         for r, (rname, rl, rc) in zip(op.results, results):
             self.define(rname, r, rl, rc)
         return op
+
+
+def _check_op_dist(name, od, values, out_types, line, col) -> None:
+    """Each op_dist_attr entry must fit the rank of its value (the entry counts may differ:
+    Paddle's own dumps leave some entries out)."""
+    for kind, entries, types in (("operand", od.operands, [v.type if v is not None else None for v in values]),
+                                 ("result", od.results, out_types)):
+        for i, (e, t) in enumerate(zip(entries, types)):
+            if isinstance(e, TensorDistAttr) and not e.is_empty and e.form != "maping" \
+                    and isinstance(t, DistTensorType) and len(e.dims_mapping) != t.rank:
+                raise DiagnosticError(
+                    f"'{name}': op_dist_attr {kind}({i}) has dims_mapping {list(e.dims_mapping)} for a "
+                    f"tensor of rank {t.rank}", line, col)
 
 
 # ------------------------------------------------------------------------------------- fast path
@@ -269,7 +286,7 @@ class FastParser:
         types = self.type_list
         attr_dict = self.attr_dict
         nlines = len(lines)
-        step = 20000
+        step = max(1000, nlines // 100)
         next_report = step
         offset_per_line = len(text) / max(nlines, 1)
         while i < nlines:
