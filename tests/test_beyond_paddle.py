@@ -377,3 +377,19 @@ def test_notes_reach_explain():
     assert "Paddle has no S->P lowering" in note and "rank 1" in note and "pad" in note
     names = [op.name for op in prog.ops]
     assert "dist_op.reshard" not in names and "pd_op.scale" in names and "pd_op.concat" in names
+
+
+@pytest.mark.parametrize("sp,dp", [("R", "R"), ("S0", "S0"), ("S1", "S1"), ("P", "P"), ("R", "S0"), ("S0", "R")])
+@pytest.mark.parametrize("dst_ids", [(1, 2), (1, 0), (2, 1)])
+def test_overlapping_meshes(sp, dp, dst_ids):
+    """Meshes sharing ranks ([0,1] -> [1,2], or a swap): Paddle's same_status stops at a rank's
+    first role and deadlocks; distc sends and receives in pair order, proven on every rank."""
+    used, notes = prove(ProcessMesh((2,), (0, 1)), sp, dp, (4, 8), dst_mesh=ProcessMesh((2,), dst_ids))
+    assert any("same_status" in n for n in notes)
+
+
+def test_overlapping_meshes_deadlock_in_paddle_mode():
+    before, progs, _, _ = lower_all(ProcessMesh((2,), (0, 1)), "R", ProcessMesh((2,), (1, 2)), "R", (4, 8),
+                                    paddle_only=True)
+    rep = verify_reshard(progs, before=before)
+    assert not rep.ok and "deadlock" in str(rep)

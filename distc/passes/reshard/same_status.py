@@ -28,6 +28,8 @@ class SameStatus(ReshardFunction):
                 ctx.ring([s, d])
                 ctx.ring([d, s])
         me = ctx.rank
+        if not ctx.paddle_only and me in src.mesh.process_ids and me in dst.mesh.process_ids:
+            return self._overlapping(ctx, src, dst, value, dst_type, pairs)
         for s, d in pairs:
             if s == me:
                 op = ctx.send_v2(value, [s, d], [s, d].index(d))
@@ -41,6 +43,31 @@ class SameStatus(ReshardFunction):
                 ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
                 return out
         return ctx.reshard_v2(value, dst, dst_type)
+
+
+    @staticmethod
+    def _overlapping(ctx, src, dst, value, dst_type, pairs):
+        """A rank in both meshes.  Paddle's loop stops at its first role, so a rank that must both
+        receive and send (meshes [0,1] -> [1,2]) never sends and the chain deadlocks.  distc does
+        every role of the rank, in pair order (the same order on every rank, so sends and receives
+        meet), and keeps the value where a rank is its own peer."""
+        me = ctx.rank
+        out = None
+        for s, d in pairs:
+            if s == d == me:
+                out = value
+            elif s == me:
+                op = ctx.send_v2(value, [s, d], [s, d].index(d))
+                ctx.set_dist(op, ctx.op_attr(src.mesh, [src], [], ctx.chunk_id(value)))
+            elif d == me:
+                out = ctx.recv_v2(dst_type.local_shape(), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
+                ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
+        ctx.fix(f"same_status: rank {me} is in both meshes {list(src.mesh.process_ids)} and "
+                f"{list(dst.mesh.process_ids)}: it sends and receives in pair order (Paddle 3.3.1 stops "
+                "after its first role, which deadlocks)")
+        if out is value:
+            return ctx.reshard_v2(value, dst, dst_type)
+        return out
 
 
 SAME_STATUS = SameStatus()
