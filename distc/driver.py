@@ -117,6 +117,9 @@ def reporting() -> Iterator[None]:
         raise
     except BrokenPipeError:
         sys.exit(0)
+    except MemoryError:
+        err_console().print("error: out of memory (a smaller --shape or mesh?)", markup=False)
+        sys.exit(1)
     except OSError as e:  # an output that cannot be written, a disk that is full ...
         name = getattr(e, "filename", None)
         err_console().print(f"{name + ': ' if name else ''}error: {e.strerror or e}", markup=False)

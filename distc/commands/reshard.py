@@ -35,7 +35,7 @@ def _ints(text: str | None, what: str, sep: str = ",") -> list[int] | None:
     if text is None:
         return None
     try:
-        vals = [int(t) for t in re.split(rf"[{re.escape(sep)}\s]+", text.strip()) if t]
+        vals = [int(t) for t in text.strip().split(sep)]
     except ValueError:
         raise click.BadParameter(f"{what}: expected integers separated by '{sep}', got {text!r}") from None
     if not vals:
@@ -172,6 +172,10 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype):
         dp = parse_placements(dst, m_to.ndim)
     except DiagnosticError as e:
         raise click.BadParameter(e.message) from None
+    for p in (*sp, *dp):
+        if p.kind == "P" and p.reduce in ("ANY", "ALL"):
+            raise click.BadParameter(f"partial {p.reduce.lower()} is a boolean reduction distc does not "
+                                     "lower (use sum, avg, max, min or prod)")
     return lambda: build_program(m_from, sp, m_to, dp, dims, dtype)
 
 

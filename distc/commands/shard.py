@@ -138,7 +138,9 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
             raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
         if rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
-        if output is not None and output == startup_out and output != "-":
+        if output in (None, "-") and startup_out == "-":
+            raise click.UsageError("the main and the startup program cannot both go to stdout")
+        if output is not None and output == startup_out:
             raise click.UsageError("-o and --startup-out name the same file")
         check_output(output)
         check_output(startup_out)
