@@ -112,3 +112,27 @@ def test_verify_without_the_simulator(monkeypatch):
     monkeypatch.setitem(sys.modules, "distc.analysis.simulate", None)
     r = run("reshard", "--from", "s0", "--to", "r", "--verify", "-q")
     assert r.exit_code == 1 and "needs the simulator" in r.stderr
+
+
+def test_coshard_target_with_same_dims_mapping_is_lowered_and_proven():
+    from click.testing import CliRunner
+
+    from distc.cli import main
+
+    r = CliRunner().invoke(main, ["reshard", "--from", "r,s0", "--to", "s0,s0", "--mesh", "2,2", "--shape", "8x8",
+                                  "--coshard", "--all-ranks", "--verify", "-q"])
+    assert r.exit_code == 0 and "OK [r, s0]" in r.output
+
+
+def test_explorer_rejects_malformed_shapes_and_boolean_partials():
+    from click.testing import CliRunner
+
+    from distc.cli import main
+
+    for args in (["--shape", "4x8x"], ["--shape", "4,8"], ["--to", "p:any"]):
+        base = ["reshard", "--from", "s0", "--to", "r"]
+        if args[0] == "--to":
+            base = base[:-2] + args
+        else:
+            base += args
+        assert CliRunner().invoke(main, base).exit_code == 2
