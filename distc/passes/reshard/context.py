@@ -302,53 +302,39 @@ class ReshardContext:
         self._record("all_reduce", op, rid, ranks, x, reduce=reduce)
         return op.result
 
-    def all_gather(self, x: Value, ranks, nranks: int) -> Value:
-        rid = self.ring(ranks)
+    def _collective(self, kind: str, name: str, x: Value, ranks, attrs: dict, *, stream: bool,
+                    **record) -> Value:
+        """One same-shape collective: ``name`` in the current era (2024 dumps: ``c_*`` names with
+        ``use_calc_stream``; current ones: ``execution_stream`` where Paddle writes it)."""
         m = self.maker
-        attrs = {"nranks": m.i32(nranks), "ring_id": m.i32(rid)}
-        name = "pd_op.all_gather"
         if self.era == "2024":
-            name = ERA_2024_NAMES[name]
-            attrs["use_calc_stream"] = m.bool(True)
+            name = ERA_2024_NAMES.get(name, name)
+            if name != "pd_op.all_to_all":
+                attrs["use_calc_stream"] = m.bool(True)
+        elif stream:
+            attrs["execution_stream"] = m.str("DefaultStream")
         op = self.insert(name, [x], [x.type], attrs)
-        self._record("all_gather", op, rid, ranks, x)
+        self._record(kind, op, attrs["ring_id"].value, ranks, x, **record)
         return op.result
+
+    def all_gather(self, x: Value, ranks, nranks: int) -> Value:
+        m = self.maker
+        attrs = {"nranks": m.i32(nranks), "ring_id": m.i32(self.ring(ranks))}
+        return self._collective("all_gather", "pd_op.all_gather", x, ranks, attrs, stream=False)
 
     def reduce_scatter(self, x: Value, ranks, nranks: int) -> Value:
-        rid = self.ring(ranks)
         m = self.maker
-        attrs = {"nranks": m.i32(nranks), "ring_id": m.i32(rid)}
-        name = "pd_op.reduce_scatter"
-        if self.era == "2024":
-            name = ERA_2024_NAMES[name]
-            attrs["use_calc_stream"] = m.bool(True)
-        else:
-            attrs["execution_stream"] = m.str("DefaultStream")
-        op = self.insert(name, [x], [x.type], attrs)
-        self._record("reduce_scatter", op, rid, ranks, x)
-        return op.result
+        attrs = {"nranks": m.i32(nranks), "ring_id": m.i32(self.ring(ranks))}
+        return self._collective("reduce_scatter", "pd_op.reduce_scatter", x, ranks, attrs, stream=True)
 
     def all_to_all(self, x: Value, ranks) -> Value:
-        rid = self.ring(ranks)
-        m = self.maker
-        attrs = {"ring_id": m.i32(rid)}
-        if self.era != "2024":
-            attrs["execution_stream"] = m.str("DefaultStream")
-        op = self.insert("pd_op.all_to_all", [x], [x.type], attrs)
-        self._record("all_to_all", op, rid, ranks, x)
-        return op.result
+        attrs = {"ring_id": self.maker.i32(self.ring(ranks))}
+        return self._collective("all_to_all", "pd_op.all_to_all", x, ranks, attrs, stream=True)
 
     def broadcast(self, x: Value, ranks, root: int) -> Value:
-        rid = self.ring(ranks)
         m = self.maker
-        attrs = {"ring_id": m.i32(rid), "root": m.i32(root)}
-        name = "pd_op.broadcast"
-        if self.era == "2024":
-            name = ERA_2024_NAMES[name]
-            attrs["use_calc_stream"] = m.bool(True)
-        op = self.insert(name, [x], [x.type], attrs)
-        self._record("broadcast", op, rid, ranks, x, root=root)
-        return op.result
+        attrs = {"ring_id": m.i32(self.ring(ranks)), "root": m.i32(root)}
+        return self._collective("broadcast", "pd_op.broadcast", x, ranks, attrs, stream=False, root=root)
 
     def send_v2(self, x: Value, ranks, peer: int) -> Operation:
         rid = self.ring(ranks)
