@@ -393,3 +393,15 @@ def test_overlapping_meshes_deadlock_in_paddle_mode():
                                     paddle_only=True)
     rep = verify_reshard(progs, before=before)
     assert not rep.ok and "deadlock" in str(rep)
+
+
+@pytest.mark.parametrize("src_mesh,sp,dst_mesh,dp,shape", [
+    (ProcessMesh((2,), (0, 1)), "S0", ProcessMesh((4,), (0, 1, 2, 3)), "S0", (4, 8)),
+    (ProcessMesh((2,), (0, 1)), "P", ProcessMesh((2, 2), (0, 1, 2, 3)), "S0,S1", (7, 9)),
+    (ProcessMesh((2, 2), (0, 1, 2, 3)), "S0,S1", ProcessMesh((3,), (4, 5, 6)), "S1", (7, 9)),
+    (ProcessMesh((4,), (0, 1, 2, 3)), "S0", ProcessMesh((2,), (2, 3)), "P", (7, 5)),
+    (ProcessMesh((3,), (0, 1, 2)), "S1", ProcessMesh((2, 2), (2, 3, 4, 5)), "P,S0", (5, 6)),
+])
+def test_meshes_of_different_shapes(src_mesh, sp, dst_mesh, dp, shape):
+    used, notes = prove(src_mesh, sp, dp, shape, dst_mesh=dst_mesh)
+    assert "x_via_replicate" in used

@@ -1,0 +1,66 @@
+"""Reshards between meshes of different shapes that Paddle 3.3.1 has no function for (distc extra
+function): e.g. ``[0,1]`` S0 -> ``[0,1,2,3]`` S0, ``[[0,1],[2,3]]`` [S0,R] -> ``[0,1]`` S0,
+``[0,1,2,3]`` S0 -> ``[0,1]`` R (oracle ``m2_to_g4_*``, ``g22_to_m2_*``, ``g4_to_m2_*``).
+
+distc goes through a replicated copy: (1) on the source mesh, the value becomes replicated (the
+same-mesh lowering of the other extra functions); (2) every destination rank that does not hold it
+already receives the whole tensor from a source rank (``send_v2``/``recv_v2``, destination ranks
+taken in order and source ranks assigned round-robin, so every rank meets its sends and receives
+in one global order); (3) on the destination mesh the replicated value is cut (or made partial)
+into the destination placements.  It moves more bytes than a direct plan would, and is correct
+on every rank (proven by the simulator in tests/test_beyond_paddle.py).
+"""
+
+from __future__ import annotations
+
+from ...ir.dist import ProcessMesh
+from . import x_common as X
+from .registry import ReshardFunction, reshard_function
+
+
+@reshard_function(priority=1100, name="x_via_replicate")
+class ViaReplicate(ReshardFunction):
+    def is_suitable(self, src, dst):
+        return (src.mesh != dst.mesh and src.mesh.shape != dst.mesh.shape and bool(src.mesh.shape)
+                and bool(dst.mesh.shape))
+
+    def reshard(self, ctx, src, dst, value, dst_type):
+        nd = len(value.type.shape)
+        me = ctx.rank
+        s_ids, d_ids = list(src.mesh.process_ids), list(dst.mesh.process_ids)
+        pairs = []  # (sender, receiver) of the whole-tensor copies
+        for d in d_ids:
+            if d not in s_ids:
+                pairs.append((s_ids[len(pairs) % len(s_ids)], d))
+        for s, d in pairs:  # every rank creates every pair's group first (as Paddle's same_status
+            ctx.ring([s, d])  # does), so ring ids agree across ranks
+        # (1) replicated on the source mesh
+        rep_src = ctx.tattr(src.mesh, [-1] * nd)
+        if me in s_ids and (src.dims_mapping != rep_src.dims_mapping or src.partial):
+            value = X.lower(ctx, src, rep_src, value, ctx.cvt(value, rep_src), function=self.name)
+        # (2) whole copies to the destination ranks that lack one
+        rep_dst = ctx.tattr(dst.mesh, [-1] * nd)
+        rep_dst_type = ctx.cvt(value, rep_dst)
+        got = None
+        for s, d in pairs:
+            # each p2p op's mesh is the one rank that runs it (a later remove-other-rank keeps it
+            # exactly there; the pair's ring id, the same on every rank, joins the two sides)
+            if me == s:
+                op = ctx.send_v2(value, [s, d], 1)
+                ctx.set_dist(op, ctx.op_attr(ProcessMesh((1,), (s,)), [rep_src], [], ctx.chunk_id(value)))
+            if me == d:
+                got = ctx.recv_v2(rep_dst_type.local_shape(), rep_dst_type.dtype, [s, d], 0, rep_dst_type)
+                ctx.set_dist(got, ctx.op_attr(ProcessMesh((1,), (d,)), [], [rep_dst], -1))
+        if me not in d_ids:
+            return ctx.reshard_v2(value, dst, dst_type)
+        if got is None:  # this rank holds the whole tensor already: the same data, on the new mesh
+            got = ctx.assign(value)
+            ctx.retype(got, rep_dst_type)
+            ctx.set_dist(got, ctx.op_attr(dst.mesh, [rep_dst], [rep_dst], ctx.chunk_id(value)))
+        ctx.note(f"{self.name}: {X.describe_short(src)} on {s_ids} -> {X.describe_short(dst)} on {d_ids}: "
+                 "no Paddle function for meshes of different shapes; through a replicated copy")
+        # (3) the destination placements
+        if dst.dims_mapping == rep_dst.dims_mapping and not dst.partial:
+            ctx.retype(got, dst_type)
+            return got
+        return X.lower(ctx, rep_dst, dst, got, dst_type, function=self.name)
