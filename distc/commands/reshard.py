@@ -295,4 +295,5 @@ def _verify(con, before, progs: dict) -> None:
     ok = getattr(report, "ok", bool(report))
     con.print(Text(str(report.summary() if hasattr(report, "summary") else report)))
     if not ok:
-        raise DiagnosticError("--verify: the lowered programs do not compute the destination layout")
+        raise DiagnosticError("--verify: the lowered programs do not compute the destination layout",
+                              filename=before.filename or "<explorer>")

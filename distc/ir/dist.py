@@ -94,6 +94,9 @@ class Placement:
             return f"Partial(reduce_type={self.reduce})"
         return "Replicate()"
 
+    def __repr__(self) -> str:
+        return str(self)
+
     def short(self) -> str:
         if self.kind == "S":
             return f"s{self.dim}"
