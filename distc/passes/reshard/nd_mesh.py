@@ -139,8 +139,7 @@ class NdMeshCrossMesh(ReshardFunction):
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS
 
-        tmp = ctx.tattr(dst.mesh, src.dims_mapping, src.partial)
-        value = SAME_STATUS.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+        tmp, value = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
         return ND_MESH.reshard(ctx, tmp, dst, value, dst_type)
 
 

@@ -30,8 +30,7 @@ class PToRCrossMesh(ReshardFunction):
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS
 
-        tmp = ctx.tattr(dst.mesh, src.dims_mapping, src.partial)
-        value = SAME_STATUS.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+        tmp, value = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
         return P_TO_R.reshard(ctx, tmp, dst, value, dst_type)
 
 

@@ -54,8 +54,7 @@ class RToSCrossMesh(ReshardFunction):
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS
 
-        tmp = ctx.tattr(dst.mesh, src.dims_mapping, src.partial)
-        out = SAME_STATUS.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+        tmp, out = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
         if out is None:
             return None
         if ctx.rank in dst.mesh.process_ids:

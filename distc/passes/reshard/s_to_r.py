@@ -75,8 +75,7 @@ class SToRCrossMesh(ReshardFunction):
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS
 
-        tmp = ctx.tattr(dst.mesh, src.dims_mapping, src.partial)
-        out = SAME_STATUS.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+        tmp, out = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
         return S_TO_R.reshard(ctx, tmp, dst, out, dst_type)
 
 

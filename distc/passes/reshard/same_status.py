@@ -45,6 +45,12 @@ class SameStatus(ReshardFunction):
         return ctx.reshard_v2(value, dst, dst_type)
 
 
+    def copy_to(self, ctx, src, mesh, value):
+        """The first step of Paddle's cross-mesh functions: the value, same placements, copied to
+        ``mesh``.  Returns (its layout there, the copy)."""
+        tmp = ctx.tattr(mesh, src.dims_mapping, src.partial)
+        return tmp, self.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+
     @staticmethod
     def _overlapping(ctx, src, dst, value, dst_type, pairs):
         """A rank in both meshes.  Paddle's loop stops at its first role, so a rank that must both
