@@ -1,0 +1,3 @@
+"""The kernel families; importing this package fills :data:`..registry.KERNELS`."""
+
+from . import collectives, elementwise, optimizers, shape, structural  # noqa: F401

@@ -1,0 +1,273 @@
+"""The scheduler: runs every rank's :class:`.runner.RankRunner` in lockstep.  A collective blocks
+until every rank of its group reaches it (groups are the sorted ids of the op mesh, else from
+``rings``, else the ranks using the same ``ring_id``); ``send_v2`` is buffered and ``recv_v2``
+blocks until a matching send exists (pairs by ``peer``, mesh position, ring id).  When nothing
+can move, the ranks deadlock and the report says where each one waits."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .layout import distribute, reduce_arrays
+from .requests import Coll, Recv, Send
+from .runner import RankRunner
+from .values import RankValues, SimulationError
+from ...ir.attrs import attr_value
+from ...ir.core import Operation, Program
+from ...ir.dist import TensorDistAttr
+
+
+class Simulator:
+    def __init__(self, programs: Mapping[int, Program], inputs: Mapping[str, Any], seed: int,
+                 rings: Mapping[int, Iterable[int]] | None, check_types: bool, strict_rings: bool) -> None:
+        self.programs = dict(programs)
+        self.inputs = dict(inputs)
+        self.seed = seed
+        self.rings = {int(k): tuple(sorted(v)) for k, v in (rings or {}).items()}
+        self.check_types = check_types
+        self.strict_rings = strict_rings
+        self._shards: dict[tuple, dict[int, np.ndarray]] = {}
+        self._ring_users: dict[int, set[int]] | None = None
+        self.ring_groups: dict[int, dict[int, tuple[int, ...]]] = {}
+        self.ring_notes: list[tuple[list[int], str]] = []
+
+    # -- groups ----------------------------------------------------------------------------
+    def shard(self, k: int, x, dist: TensorDistAttr) -> dict[int, np.ndarray]:
+        key = (k, dist.mesh, dist.dims_mapping, dist.partial)
+        if key not in self._shards:
+            rng = np.random.default_rng([self.seed, k, 7])
+            self._shards[key] = distribute(np.asarray(x), dist, rng)
+        return self._shards[key]
+
+    def input_pieces(self, key: str, x, dist: TensorDistAttr) -> dict[int, np.ndarray]:
+        """Every rank's piece of a partial input (random, reproducible from ``seed`` and the name)."""
+        k = ("input", key, dist.mesh, dist.dims_mapping, dist.partial)
+        if k not in self._shards:
+            rng = np.random.default_rng([self.seed, zlib.crc32(key.encode()), 11])
+            self._shards[k] = distribute(np.asarray(x), dist, rng)
+        return self._shards[k]
+
+    def ring_users(self, ring: int) -> tuple[int, ...]:
+        if self._ring_users is None:
+            self._ring_users = {}
+            for r, p in self.programs.items():
+                for op in p.walk():
+                    a = op.attrs.get("ring_id")
+                    if a is not None:
+                        self._ring_users.setdefault(int(attr_value(a)), set()).add(r)
+        return tuple(sorted(self._ring_users.get(ring, ())))
+
+    def group_of(self, op: Operation, rank: int, ring) -> tuple[int, ...]:
+        d = op.dist_attr
+        if d is not None and rank in d.mesh.process_ids:
+            g = tuple(sorted(d.mesh.process_ids))
+            if ring is not None and int(ring) in self.rings and self.rings[int(ring)] != g:
+                raise SimulationError(f"ring_id {ring} is group {list(self.rings[int(ring)])} but the op mesh "
+                                      f"says {list(g)}", rank, op)
+            return g
+        if ring is not None and int(ring) in self.rings:
+            return self.rings[int(ring)]
+        if ring is not None:
+            return self.ring_users(int(ring))
+        raise SimulationError("cannot tell the group of this collective (no op mesh, no ring_id)", rank, op)
+
+    def p2p_partner(self, ring, peer: int, rank: int) -> int | None:
+        if ring is not None and int(ring) in self.rings:
+            g = self.rings[int(ring)]
+            if peer >= len(g):
+                raise SimulationError(f"peer {peer} is outside ring {ring} = {list(g)}", rank)
+            return g[peer]
+        return None
+
+    # -- main loop -------------------------------------------------------------------------
+    def run(self) -> dict[int, RankValues]:
+        runners = {r: RankRunner(self, r, p) for r, p in sorted(self.programs.items())}
+        gens = {r: rr.run() for r, rr in runners.items()}
+        waiting: dict[int, Any] = {}
+        done: set[int] = set()
+        sends: list[Send] = []
+
+        def step(r: int, reply=None) -> None:
+            try:
+                req = gens[r].send(reply) if r in waiting or reply is not None else next(gens[r])
+            except StopIteration:
+                waiting.pop(r, None)
+                done.add(r)
+                return
+            waiting[r] = req
+
+        for r in runners:
+            step(r)
+
+        def receives(stuck: bool) -> bool:
+            moved = False
+            for r in sorted(waiting):
+                req = waiting.get(r)
+                if isinstance(req, Recv):
+                    s = self._match(req, sends, stuck)
+                    if s is not None:
+                        sends.remove(s)
+                        moved = True
+                        step(r, (s.data.copy(), s.rank))
+                        if stuck:
+                            return True
+            return moved
+
+        while len(done) < len(runners):
+            progressed = False
+            # buffered sends
+            for r in sorted(waiting):
+                req = waiting.get(r)
+                if isinstance(req, Send):
+                    sends.append(req)
+                    progressed = True
+                    step(r, [])
+            progressed |= receives(False)
+            # collectives
+            colls = {r: q for r, q in waiting.items() if isinstance(q, Coll)}
+            seen_groups = set()
+            for r, q in sorted(colls.items()):
+                if q.group in seen_groups:
+                    continue
+                seen_groups.add(q.group)
+                members = [colls.get(m) for m in q.group]
+                if any(m is None or m.group != q.group for m in members):
+                    missing = [m for m in q.group if m not in self.programs]
+                    if missing:
+                        raise SimulationError(f"collective over group {list(q.group)}, but no program was "
+                                              f"given for ranks {missing}", r, q.op)
+                    continue
+                replies = self._collective(members)  # type: ignore[arg-type]
+                progressed = True
+                for m, rep in zip(q.group, replies):
+                    step(m, rep)
+            if not progressed and not receives(True):
+                lines = []
+                for r in sorted(waiting):
+                    q = waiting[r]
+                    what = type(q).__name__.strip("_").lower()
+                    loc = f" line {q.op.loc[0]}" if q.op.loc else ""
+                    extra = f" group {list(q.group)}" if isinstance(q, Coll) else f" ring {q.ring} peer {q.peer}"
+                    lines.append(f"rank {r} waits in {q.op.name}{loc} ({what}{extra})")
+                raise SimulationError("deadlock: " + "; ".join(lines))
+        out = {r: rr.env for r, rr in runners.items()}
+        for ranks, msg in self.ring_notes:
+            for r in ranks:
+                out[r].notes.append(msg)
+        for s in sends:
+            out[s.rank].notes.append(f"send_v2 (ring {s.ring}, peer {s.peer}) was never received")
+        return out
+
+    def _match(self, rq: Recv, sends: list[Send], stuck: bool) -> Send | None:
+        """The send a receive gets.  Ring ids are process-local handles (Paddle numbers groups in
+        creation order, which differs between ranks), so without ``rings`` a send from s matches
+        a receive on d when their ``peer`` indices agree with the sorted pair (s, d), preferring
+        pairs at the same position of their op meshes (Paddle's cross-mesh copies pair
+        ``zip(src_mesh.process_ids, dst_mesh.process_ids)``), then pairs with equal ring ids.
+        A ring-id-only match is taken only when nothing else can progress."""
+        tiers: dict[int, list[Send]] = {}
+        for s in sends:
+            if rq.src is not None or s.to is not None:  # resolved through rings=
+                if (rq.src is None or s.rank == rq.src) and (s.to is None or s.to == rq.rank) and \
+                        (rq.src is None or s.to is None or s.ring == rq.ring):
+                    tiers.setdefault(0, []).append(s)
+                continue
+            # the 2-rank group is [src, dst] in Paddle (unsorted): each side's ``peer`` is the
+            # other's index in it, so the two indices differ
+            if s.rank == rq.rank or s.peer not in (0, 1) or rq.peer not in (0, 1) or s.peer == rq.peer:
+                continue
+            same_pos = s.pos is not None and s.pos == rq.pos
+            same_ring = s.ring == rq.ring
+            if same_pos and same_ring:
+                tiers.setdefault(0, []).append(s)
+            elif same_pos:
+                tiers.setdefault(1, []).append(s)
+            elif same_ring:
+                tiers.setdefault(2, []).append(s)
+        for t in sorted(tiers):
+            if t == 2 and not stuck:
+                return None
+            cands = tiers[t]
+            if len({c.rank for c in cands}) > 1:
+                raise SimulationError(f"recv_v2 (ring {rq.ring}, peer {rq.peer}) could match sends of ranks "
+                                      f"{sorted({c.rank for c in cands})}; pass rings= to disambiguate",
+                                      rq.rank, rq.op)
+            return cands[0]
+        return None
+
+    def _collective(self, members: list[Coll]) -> list:
+        q0 = members[0]
+        kinds = {m.kind for m in members}
+        if len(kinds) > 1:
+            desc = ", ".join(f"rank {m.rank}: {m.op.name}" for m in members)
+            raise SimulationError(f"mismatched collectives on group {list(q0.group)}: {desc}")
+        for m in members:  # within one rank, a ring id is one communicator
+            seen = self.ring_groups.setdefault(m.rank, {})
+            if m.ring is not None and seen.setdefault(m.ring, m.group) != m.group:
+                raise SimulationError(f"ring_id {m.ring} is used for group {list(seen[m.ring])} and for "
+                                      f"group {list(m.group)}", m.rank, m.op)
+        rings = {m.ring for m in members}
+        if len(rings) > 1:
+            desc = ", ".join(f"rank {m.rank}: ring_id {m.ring}" for m in members)
+            msg = f"{q0.op.name} on group {list(q0.group)} uses different ring ids ({desc})"
+            if self.strict_rings:
+                raise SimulationError(msg)
+            self.ring_notes.append(([m.rank for m in members], msg))
+        shapes = {m.data.shape for m in members}
+        if len(shapes) > 1:
+            desc = ", ".join(f"rank {m.rank}: {list(m.data.shape)}" for m in members)
+            raise SimulationError(f"{q0.op.name} on group {list(q0.group)} with different local shapes ({desc})")
+        n = len(members)
+        xs = [m.data for m in members]
+        kind = q0.kind
+        if kind == "all_reduce":
+            rts = {int(m.attrs["reduce_type"]) for m in members}
+            if len(rts) > 1:
+                raise SimulationError(f"all_reduce on group {list(q0.group)} with different reduce types {sorted(rts)}")
+            y = reduce_arrays(xs, int(rts.pop())).astype(xs[0].dtype)
+            return [y.copy() for _ in members]
+        if kind == "all_gather":
+            y = np.concatenate(xs, axis=0) if xs[0].ndim else np.stack(xs)
+            return [y.copy() for _ in members]
+        if kind == "reduce_scatter":
+            y = reduce_arrays(xs, 0)
+            if y.ndim == 0 or y.shape[0] % n:
+                raise SimulationError(f"{q0.op.name}: extent {y.shape[0] if y.ndim else 0} of axis 0 is not "
+                                      f"divisible by the {n} ranks of group {list(q0.group)}")
+            return list(np.split(y, n, axis=0))
+        if kind == "all_to_all":
+            if xs[0].ndim == 0 or xs[0].shape[0] % n:
+                raise SimulationError(f"{q0.op.name}: extent {xs[0].shape[0] if xs[0].ndim else 0} of axis 0 "
+                                      f"is not divisible by the {n} ranks of group {list(q0.group)}")
+            parts = [np.split(x, n, axis=0) for x in xs]
+            return [np.concatenate([parts[i][j] for i in range(n)], axis=0) for j in range(n)]
+        if kind == "broadcast":
+            roots = {m.attrs["root"] for m in members}
+            if len(roots) > 1:
+                raise SimulationError(f"broadcast on group {list(q0.group)} with different roots {sorted(roots)}")
+            root = roots.pop()
+            idx = root if root < n else list(q0.group).index(root)
+            return [xs[idx].copy() for _ in members]
+        raise SimulationError(f"unknown collective {kind}")
+
+
+def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *, seed: int = 0,
+                   rings: Mapping[int, Iterable[int]] | None = None, check_types: bool = True,
+                   strict_rings: bool = False) -> dict[int, RankValues]:
+    """Run ``programs[rank]`` on every rank in lockstep.
+
+    ``inputs`` maps ``pd_op.data`` names and ``builtin.parameter`` names to global numpy arrays
+    (or to ``{rank: local array}`` mappings).  ``dist_op.shard_tensor``
+    turns them into each rank's local piece (partial values: random pieces that reduce to the
+    global value, the same on every rank for a given ``seed``).  ``rings`` optionally maps
+    ring ids to their ranks (needed only for collectives without an op mesh or ambiguous p2p).
+
+    Returns, for every rank, a :class:`RankValues` (``Value``/``"%N"`` -> ndarray; vectors are
+    lists; values that do not exist on the rank are missing).  Raises :class:`SimulationError`
+    when a rank cannot run its program or the ranks deadlock.
+    """
+    return Simulator(programs, inputs, seed, rings, check_types, strict_rings).run()
+
