@@ -15,7 +15,7 @@ from distc.analysis.simulate import verify_reshard
 from distc.ir.dist import ProcessMesh
 from distc.passes.base import PassContext, PassManager
 from distc.passes.reshard import functions, lower_program
-from distc.passes.reshard import x_common as X
+from distc.passes.reshard import extra_plan as X
 from distc.passes.reshard.explore import build_program, parse_placements
 from distc.passes.reshard.util import describe
 from distc.passes.reshard_pass import ReshardPass

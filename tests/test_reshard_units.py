@@ -8,7 +8,7 @@ import pytest
 import distc
 from distc.analysis.cost import bytes_moved, collectives_in, human_bytes, summarize
 from distc.passes.reshard import (
-    Decline, ReshardFunction, RingAllocator, candidates, choose, functions, lower_program, lower_reshard,
+    ReshardFunction, RingAllocator, candidates, choose, functions, lower_program, lower_reshard,
     reshard_function, unregister,
 )
 from distc.passes.reshard import spmd
@@ -168,25 +168,29 @@ def test_registry_order_is_paddles():
                      "global_to_sub_mesh", "sub_to_global_mesh", "s_to_s"]
     src = build_program(M2, "p", M2, "r").ops[1].results[0].dist_attr
     dst = build_program(M2, "r", M2, "r").ops[1].results[0].dist_attr
-    assert choose(src, dst, paddle_only=True).name == "p_to_r"
+    assert choose(src, dst, (4, 8), paddle_only=True).name == "p_to_r"
 
 
-def test_extra_function_registration_and_decline_fallthrough():
+def test_extra_function_registration_and_refusal_fallthrough():
     calls = []
 
-    @reshard_function(priority=5, name="test_declines")
-    class Declines(ReshardFunction):
-        def is_suitable(self, src, dst):
+    @reshard_function(priority=5, name="test_refuses")
+    class Refuses(ReshardFunction):
+        def is_suitable(self, src, dst, shape):
             return True
 
-        def reshard(self, ctx, src, dst, value, dst_type):
-            calls.append("declines")
-            ctx.full([1], 0, "f32")  # inserted, then rolled back
-            raise Decline("not today")
+        def refuses(self, src, dst, shape):
+            return "not today" if shape == (4, 8) else None
+
+        def reshard(self, ctx, src, dst, value, dst_type):  # never reached for 4x8
+            calls.append("refuses")
+            out = ctx.assign(value)
+            ctx.retype(out, dst_type)
+            return out
 
     @reshard_function(priority=6, name="test_s_to_p")
     class SToP(ReshardFunction):
-        def is_suitable(self, src, dst):
+        def is_suitable(self, src, dst, shape):
             return bool(src.dims_mapping.count(0)) and bool(dst.partial) and src.mesh.ndim == 1
 
         def reshard(self, ctx, src, dst, value, dst_type):
@@ -196,16 +200,46 @@ def test_extra_function_registration_and_decline_fallthrough():
             return out
 
     try:
-        assert [f.name for f in candidates(*_attrs("s0", "p"))][:1] == ["test_declines"]
+        assert [f.name for f in candidates(*_attrs("s0", "p"), (4, 8))][:2] == ["test_refuses", "test_s_to_p"]
+        assert choose(*_attrs("s0", "p"), (4, 8)).name == "test_s_to_p"
+        assert choose(*_attrs("s0", "p"), (6, 8)).name == "test_refuses"
         p, res = lowered("s0", "p")
-        assert calls == ["declines", "s_to_p"]
+        assert calls == ["s_to_p"]  # matching decided: the refusing function inserted nothing
         assert names(p)[2:] == ["pd_op.assign"]
         assert res.steps[0]["function"] == "test_s_to_p" and "not today" in res.steps[0]["tried"][0]
         with pytest.raises(DiagnosticError):  # Paddle's functions only: still refused
             lowered("s0", "p", paddle_only=True)
     finally:
-        unregister("test_declines")
+        unregister("test_refuses")
         unregister("test_s_to_p")
+
+
+def test_priorities_relative_to_paddles():
+    from distc.passes.reshard.registry import after, before, paddle_priority
+
+    assert before("p_to_s", 5) == paddle_priority("p_to_s") - 5 < paddle_priority("p_to_s")
+    assert before("p_to_s", 5) > paddle_priority("p_to_r_cross_mesh")
+    assert after("s_to_s", 10) > paddle_priority("s_to_s")
+    with pytest.raises(ValueError):
+        before("nd_mesh", 10)
+    order = [f.name for f in functions(enable=("x_coshard",))]
+    for x, paddle in (("x_p_to_s", "p_to_s"), ("x_r_to_p", "r_to_p"), ("x_s_to_r", "s_to_r"),
+                      ("x_s_to_p", "nd_mesh"), ("x_p_to_p", "nd_mesh"), ("x_s_to_s", "nd_mesh"),
+                      ("x_coshard", "nd_mesh")):
+        assert order.index(x) + 1 == order.index(paddle) or order[order.index(x) + 1].startswith("x_")
+    assert order[-1] == "x_via_replicate"
+
+
+def test_matching_is_pure_and_decides_on_the_shape():
+    """is_suitable/refuses look at layouts and shape only; an uneven S->R goes to x_s_to_r, an even
+    one to Paddle's s_to_r, and with Paddle's functions alone the uneven one is refused."""
+    src, dst = _attrs("s0", "r")
+    assert choose(src, dst, (4, 8)).name == "s_to_r"
+    assert choose(src, dst, (5, 8)).name == "x_s_to_r"
+    f = choose(src, dst, (5, 8), paddle_only=True)
+    assert f is None
+    s_to_r = [f for f in candidates(src, dst, (5, 8), paddle_only=True)][0]
+    assert "get_defining_op" in s_to_r.refuses(src, dst, (5, 8))
 
 
 def _attrs(a, b):

@@ -8,24 +8,34 @@ same as functions.
 
 Registry
 --------
-Functions are tried in priority order; the first whose ``is_suitable(src, dst)`` holds lowers the
-reshard.  Paddle's own functions (one module each) come first, in Paddle's order:
+Functions are tried in priority order.  Matching has no side effects: the first function whose
+``is_suitable(src, dst, shape)`` holds (layouts and the value's global shape) and whose
+``refuses(src, dst, shape)`` gives no reason (Paddle's message where Paddle, having chosen the
+function, raises while lowering) lowers the reshard; its ``reshard()`` always lowers.  Paddle's
+own functions (one module each) come in Paddle's order; distc's (:mod:`.x_table`, one row each,
+and :mod:`.x_via_replicate`) are placed relative to them and are suitable only where
+:func:`.extra_plan.paddle_problem` finds Paddle's lowering wrong or refused:
 
 ====  =========================  ====================================================
  10   ``p_to_r``                 all-reduce
  20   ``p_to_r_cross_mesh``      send/recv to the other mesh, then all-reduce
+ 25   ``x_p_to_s``               before("p_to_s", 5): P(any)->S, uneven, any id order
  30   ``p_to_s``                 reduce-scatter (transposes for axis != 0, padding if uneven)
  40   ``r_to_s``                 slice (no communication)
  50   ``r_to_s_cross_mesh``      send/recv, then slice
+ 55   ``x_r_to_p``               before("r_to_p", 5): R->P(min|prod)
  60   ``r_to_p``                 assign on rank 0, zeros elsewhere
  70   ``same_status``            send_v2 / recv_v2 between meshes of one shape
+ 75   ``x_s_to_r``               before("s_to_r", 5): uneven or unordered S->R
  80   ``s_to_r``                 all-gather (+ split_with_num/concat for axis != 0)
  90   ``s_to_r_cross_mesh``      send/recv, then all-gather
+ 95   ``x_s_to_p`` ...           before("nd_mesh", 5..1): x_s_to_p, x_p_to_p, x_s_to_s, x_coshard
 100   ``nd_mesh``                one mesh dim at a time on 1-D sub-meshes
 110   ``nd_mesh_cross_mesh``     send/recv, then nd_mesh
 120   ``global_to_sub_mesh``     retype in place (or share_data_)
 130   ``sub_to_global_mesh``     broadcast from the sub-mesh
 140   ``s_to_s``                 all-to-all
+150   ``x_via_replicate``        after("s_to_s", 10): meshes of different shapes
 ====  =========================  ====================================================
 
 Before lowering, reshards between two meshes of the same rank with different placements are split
@@ -35,12 +45,13 @@ Adding a function
 -----------------
 Put it in a module ``distc/passes/reshard/x_<name>.py`` (imported automatically)::
 
-    from distc.passes.reshard import ReshardFunction, reshard_function, Decline
+    from distc.passes.reshard import ReshardFunction, reshard_function
+    from distc.passes.reshard.registry import before
 
-    @reshard_function(priority=1000, name="s_to_p")   # >= 1000: after all of Paddle's
-    class SToP(ReshardFunction):
-        def is_suitable(self, src, dst):              # TensorDistAttr pair (mesh, dims_mapping, partial)
-            return ...
+    @reshard_function(priority=before("nd_mesh", 2), name="x_mine")  # default: after all of Paddle's
+    class Mine(ReshardFunction):
+        def is_suitable(self, src, dst, shape):       # TensorDistAttr pair, the global shape
+            return ...                                # decide here: no side effects
         def reshard(self, ctx, src, dst, value, dst_type):
             ...                                       # insert ops through ctx
             return new_value                          # replaces the reshard's result (or None)
@@ -53,10 +64,9 @@ Paddle's API (``all_gather``, ``all_reduce``, ``reduce_scatter``, ``all_to_all``
 ``reshape``, ``full``, ``assign``, ``share_data_``, ``reshard_v2``), ``ctx.retype(value, type)``,
 ``ctx.set_dist(value_or_op, op_dist_attr)``, ``ctx.note(text)``; Paddle's functions are building
 blocks too (``from .s_to_r import S_TO_R`` then ``S_TO_R.reshard(ctx, ...)``; also ``P_TO_R``,
-``R_TO_S``, ``ND_MESH``, ``SAME_STATUS``).  Raising :class:`Decline` rolls back what the function inserted and lets the next
-suitable function try; when none is left the reshard fails with a located error naming both
-layouts.  Paddle's functions decline exactly where Paddle 3.3.1 raises (P(avg/max) -> S, uneven
-S -> R, uneven S -> S ...), so extra functions registered after them pick those cases up.
+``R_TO_S``, ``ND_MESH``, ``SAME_STATUS``).  When no function is left the reshard fails with a
+located error naming both layouts and every refusal.  Paddle's functions refuse exactly where
+Paddle 3.3.1 raises (P(avg/max) -> S, uneven S -> R, uneven S -> S ...).
 ``reshard{paddle=true}`` (``paddle_only=True``) uses Paddle's functions alone.
 """
 
@@ -66,12 +76,13 @@ from .context import CollectiveRecord, Decline, ReshardContext
 from .groups import PADDLE_FIRST_RING_ID, RingAllocator, ring_allocator
 from .lower import Lowering, decompose, fold, lower_program, lower_reshard
 from .registry import (
-    ReshardFunction, by_name, candidates, choose, functions, load_functions, reshard_function, unregister,
+    ReshardFunction, after, before, by_name, candidates, choose, functions, load_functions, reshard_function,
+    select, unregister,
 )
 
 __all__ = [
     "CollectiveRecord", "Decline", "Lowering", "PADDLE_FIRST_RING_ID", "ReshardContext",
-    "ReshardFunction", "RingAllocator", "by_name", "candidates", "choose", "decompose", "fold",
+    "ReshardFunction", "RingAllocator", "after", "before", "by_name", "candidates", "choose", "decompose", "fold",
     "functions", "load_functions", "lower_program", "lower_reshard", "reshard_function",
-    "ring_allocator", "unregister",
+    "ring_allocator", "select", "unregister",
 ]

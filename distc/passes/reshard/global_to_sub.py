@@ -7,14 +7,13 @@ producer's ``op_dist_attr`` result entry with it); otherwise a ``share_data_`` c
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 from .util import is_replicated, sub_meshes_dim0
 
 
 @reshard_function(priority=120, name="global_to_sub_mesh", paddle=True)
 class GlobalToSubMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         if not is_replicated(dst):
             return False
         a, b = src.mesh, dst.mesh
@@ -23,11 +22,20 @@ class GlobalToSubMesh(ReshardFunction):
         if a.ndim == b.ndim:
             return set(b.process_ids) < set(a.process_ids)
         if a.ndim < 2:
+            return True  # Paddle fails while choosing (see refuses)
+        return b in sub_meshes_dim0(a)
+
+    def refuses(self, src, dst, shape):
+        if src.mesh.ndim < 2 and src.mesh.ndim != dst.mesh.ndim:
             # Paddle calls get_sub_meshes on the 1-D mesh here and fails; distc skips the
             # function (or stops, with only Paddle's functions)
-            raise Decline("get_sub_meshes of a 1-D mesh: Expected size == process_ids.size(), "
-                          "but received size:0 != process_ids.size():1")
-        return b in sub_meshes_dim0(a)
+            return ("get_sub_meshes of a 1-D mesh: Expected size == process_ids.size(), "
+                    "but received size:0 != process_ids.size():1")
+        if not is_replicated(src):
+            from .nd_mesh import ND_MESH
+
+            return ND_MESH.refuses(src, src.with_(dims_mapping=(-1,) * len(shape), partial=()), shape)
+        return None
 
     def reshard(self, ctx, src, dst, value, dst_type):
         from .nd_mesh import ND_MESH

@@ -135,31 +135,16 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes)
     ctx.layouts = (src, dst)
     ctx.paddle_only = paddle_only
-    reasons: list[str] = []
+    chosen, reasons = registry.select(src, dst, tuple(x.type.shape), paddle_only=paddle_only, enable=enable)
     out = None
-    chosen = None
-    for f in registry.functions(paddle_only=paddle_only, enable=enable):
+    if chosen is not None:
+        ctx.function = chosen.name
         try:
-            ok = f.is_suitable(src, dst)
-        except Decline as d:  # Paddle itself fails while choosing
-            reasons.append(f"'{f.name}' cannot decide: {d}")
-            if paddle_only:
-                break
-            continue
-        if not ok:
-            continue
-        snap = ctx.snapshot()
-        ctx.function = f.name
-        try:
-            out = f.reshard(ctx, src, dst, x, r.type)
-        except Decline as d:
-            ctx.rollback(snap)
-            reasons.append(f"'{f.name}' declined: {d}")
-            if paddle_only:  # Paddle uses the first suitable function only
-                break
-            continue
-        chosen = f
-        break
+            out = chosen.reshard(ctx, src, dst, x, r.type)
+        except Decline as d:  # matching decides: a function that accepted a case lowers it
+            line, col = op.loc or (None, None)
+            raise DiagnosticError(f"internal error: reshard function '{chosen.name}' accepted "
+                                  f"{describe(src)} -> {describe(dst)}, then declined: {d}", line, col) from None
     if chosen is None:
         raise no_function_error(op, src, dst, reasons)
     result.steps.append(dict(src=src, dst=dst, function=chosen.name, paddle=chosen.paddle, loc=op.loc,

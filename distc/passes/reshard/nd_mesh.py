@@ -12,7 +12,6 @@ the ring ids.
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 from .util import is_partial, same_attr, split_mesh, sub_mesh_1d
 
@@ -26,8 +25,45 @@ def first_diff_axis(src, dst) -> int:
 
 @reshard_function(priority=100, name="nd_mesh", paddle=True)
 class NdMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return src.mesh == dst.mesh and dst.mesh.ndim > 1 and not same_attr(src, dst)
+
+    def refuses(self, src, dst, shape):
+        """Where Paddle's step-by-step lowering raises, in the order of its steps."""
+        from .p_to_s import UNEVEN_ON_SUB_MESH
+        from .p_to_s import refusal as p_to_s_refusal
+        from .r_to_p import refusal as r_to_p_refusal
+        from .s_to_r import refusal as s_to_r_refusal
+
+        mesh = src.mesh
+        dm = list(src.dims_mapping)
+        for i in range(first_diff_axis(src, dst), -1, -1):  # 1. S -> R
+            m_in, m_out = dm[i], dst.dims_mapping[i]
+            if m_in != -1 and m_in != m_out:
+                why = s_to_r_refusal(shape, i, mesh.shape[m_in])
+                if why:
+                    return why
+                dm[i] = -1
+        out_partial = dict(dst.partial)
+        for pdim, ptype in src.partial:  # 2. P -> R / P -> S
+            if pdim in out_partial:
+                if out_partial[pdim] != ptype:
+                    return (f"Reshard tensor from one partial type {ptype} to another partial "
+                            f"type {out_partial[pdim]} is not supported yet.")
+                continue
+            if pdim in dst.dims_mapping:
+                why = p_to_s_refusal(ptype)
+                if why:
+                    return why
+                if shape[list(dst.dims_mapping).index(pdim)] % mesh.shape[pdim]:
+                    return UNEVEN_ON_SUB_MESH
+        in_partial = dict(src.partial)
+        for pdim, ptype in dst.partial:  # 3. R -> P
+            if pdim not in in_partial:
+                why = r_to_p_refusal(ptype)
+                if why:
+                    return why
+        return None
 
     def reshard(self, ctx, src, dst, value, dst_type):
         from .p_to_r import P_TO_R
@@ -64,9 +100,6 @@ class NdMesh(ReshardFunction):
             out_partial = dict(dst.partial)
             for pdim, ptype in list(src.partial):
                 if pdim in out_partial:
-                    if out_partial[pdim] != ptype:
-                        raise Decline(f"Reshard tensor from one partial type {ptype} to another partial "
-                                      f"type {out_partial[pdim]} is not supported yet.")
                     continue
                 p_to_s = pdim in dst.dims_mapping
                 partial = dict(src.partial)
@@ -132,9 +165,14 @@ class NdMesh(ReshardFunction):
 
 @reshard_function(priority=110, name="nd_mesh_cross_mesh", paddle=True)
 class NdMeshCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (src.mesh != dst.mesh and src.mesh.shape == dst.mesh.shape and dst.mesh.ndim > 1
                 and not same_attr(src, dst))
+
+    def refuses(self, src, dst, shape):
+        from .same_status import SAME_STATUS
+
+        return SAME_STATUS.refuses(src, dst, shape) or ND_MESH.refuses(src.with_(mesh=dst.mesh), dst, shape)
 
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS

@@ -9,7 +9,7 @@ from .util import is_partial, is_replicated
 
 @reshard_function(priority=10, name="p_to_r", paddle=True)
 class PToR(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_partial(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh == dst.mesh)
 
@@ -23,9 +23,14 @@ class PToR(ReshardFunction):
 
 @reshard_function(priority=20, name="p_to_r_cross_mesh", paddle=True)
 class PToRCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_partial(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+
+    def refuses(self, src, dst, shape):
+        from .same_status import SAME_STATUS
+
+        return SAME_STATUS.refuses(src, dst, shape)
 
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS

@@ -7,21 +7,20 @@ process cuts the padding off its piece again (``split``).
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 from .util import is_partial, is_shard, reduce_enum
 
 
 @reshard_function(priority=30, name="p_to_s", paddle=True)
 class PToS(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_partial(src) and is_shard(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh == dst.mesh)
 
+    def refuses(self, src, dst, shape):
+        return refusal(dict(src.partial)[0])
+
     def reshard(self, ctx, src, dst, value, dst_type):
-        reduce = dict(src.partial)[0]
-        if reduce != "SUM":
-            raise Decline(f"The p to s reshard func only support sum op, but received {reduce_enum(reduce)}")
         chunk = ctx.chunk_id(value)
         split_axis = list(dst.dims_mapping).index(0)
         n = src.mesh.size
@@ -47,10 +46,6 @@ class PToS(ReshardFunction):
                 out = ctx.transpose(out, perm)
             return out
         # uneven: pad axis 0 with zeros, reduce-scatter, the last rank drops the padding
-        if ctx.dist(value).mesh != src.mesh:
-            # within an N-d reshard the padding is typed on the 1-D sub-mesh and the value on the
-            # N-d mesh: Paddle's concat SPMD rule crashes on that mix (SIGSEGV in PlacementEqual)
-            raise Decline("uneven P->S on a sub-mesh (Paddle 3.3.1 crashes in ConcatInferSpmd)")
         dst_type = ctx.cvt(value, dst)
         size = value.type.shape[0]
         avg = (size + n - 1) // n
@@ -89,3 +84,15 @@ class PToS(ReshardFunction):
                 return pieces[0]
             ctx.retype(out, dst_type)
         return out
+
+
+def refusal(reduce: str) -> str | None:
+    """Paddle's p_to_s reduce-scatters sums only."""
+    if reduce != "SUM":
+        return f"The p to s reshard func only support sum op, but received {reduce_enum(reduce)}"
+    return None
+
+
+# within an N-d reshard the padding is typed on the 1-D sub-mesh and the value on the N-d mesh:
+# Paddle's concat SPMD rule crashes on that mix (SIGSEGV in PlacementEqual); nd_mesh refuses it
+UNEVEN_ON_SUB_MESH = "uneven P->S on a sub-mesh (Paddle 3.3.1 crashes in ConcatInferSpmd)"

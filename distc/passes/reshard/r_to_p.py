@@ -12,21 +12,21 @@ only on the ranks Paddle gets wrong (with a note for ``--explain``).
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 from .util import is_partial, is_replicated, is_shard
 
 
 @reshard_function(priority=60, name="r_to_p", paddle=True)
 class RToP(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_replicated(src) and is_partial(dst) and not is_shard(dst) and src.mesh.ndim == 1
                 and dst.mesh.ndim == 1 and src.mesh == dst.mesh)
 
+    def refuses(self, src, dst, shape):
+        return refusal(dict(dst.partial)[0])
+
     def reshard(self, ctx, src, dst, value, dst_type):
         reduce = dict(dst.partial)[0]
-        if reduce not in ("SUM", "AVG", "MAX"):
-            raise Decline(f"Unsupported reduce type {reduce}")
         ids = dst.mesh.process_ids
         # a rank outside the group runs none of this: keep Paddle's text for it
         root = 0 if (ctx.paddle_only or 0 in ids or ctx.rank not in ids) else ids[0]
@@ -47,3 +47,8 @@ class RToP(ReshardFunction):
         ctx.retype(out, dst_type)
         ctx.set_dist(out, ctx.op_attr(dst.mesh, [src], [dst], ctx.chunk_id(value)))
         return out
+
+
+def refusal(reduce: str) -> str | None:
+    """Paddle's r_to_p supports sum, avg and max only."""
+    return None if reduce in ("SUM", "AVG", "MAX") else f"Unsupported reduce type {reduce}"

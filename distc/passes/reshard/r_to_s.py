@@ -14,7 +14,7 @@ from .util import is_replicated, is_shard
 
 @reshard_function(priority=40, name="r_to_s", paddle=True)
 class RToS(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_replicated(src) and is_shard(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh == dst.mesh)
 
@@ -47,9 +47,14 @@ class RToS(ReshardFunction):
 
 @reshard_function(priority=50, name="r_to_s_cross_mesh", paddle=True)
 class RToSCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_replicated(src) and is_shard(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+
+    def refuses(self, src, dst, shape):
+        from .same_status import SAME_STATUS
+
+        return SAME_STATUS.refuses(src, dst, shape)
 
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS

@@ -9,20 +9,50 @@ from typing import Callable
 
 from ...ir.dist import TensorDistAttr
 
+Shape = tuple[int, ...]
+
 PADDLE_PRIORITY_STEP = 10
 EXTRA_DEFAULT_PRIORITY = 1000
+
+# Paddle 3.3.1's functions in the order ``choose_reshard_func`` tries them (priorities 10, 20, ...)
+PADDLE_ORDER = (
+    "p_to_r", "p_to_r_cross_mesh", "p_to_s", "r_to_s", "r_to_s_cross_mesh", "r_to_p", "same_status",
+    "s_to_r", "s_to_r_cross_mesh", "nd_mesh", "nd_mesh_cross_mesh", "global_to_sub_mesh",
+    "sub_to_global_mesh", "s_to_s",
+)
+
+
+def paddle_priority(name: str) -> int:
+    """The priority of Paddle's function ``name`` (its place in Paddle's order)."""
+    return PADDLE_PRIORITY_STEP * (PADDLE_ORDER.index(name) + 1)
+
+
+def before(name: str, by: int = 1) -> int:
+    """A priority ``by`` steps before Paddle's function ``name`` (``by`` < 10: after the one before it)."""
+    if not 0 < by < PADDLE_PRIORITY_STEP:
+        raise ValueError(f"before({name!r}, {by}): by must be 1..{PADDLE_PRIORITY_STEP - 1}")
+    return paddle_priority(name) - by
+
+
+def after(name: str, by: int = 1) -> int:
+    """A priority ``by`` steps after Paddle's function ``name`` (the last one: any ``by``)."""
+    if by < 1 or (name != PADDLE_ORDER[-1] and by >= PADDLE_PRIORITY_STEP):
+        raise ValueError(f"after({name!r}, {by}): by must be 1..{PADDLE_PRIORITY_STEP - 1}")
+    return paddle_priority(name) + by
 
 
 class ReshardFunction:
     """Base class of reshard functions.
 
-    ``is_suitable(src, dst)`` decides on the two layouts alone (as Paddle's do);
-    ``reshard(ctx, src, dst, value, dst_type)`` inserts ops through ``ctx`` (a
+    Matching has no side effects: ``is_suitable(src, dst, shape)`` decides on the two layouts
+    and the value's global shape whether the function applies (Paddle's own functions look at
+    the layouts alone, as Paddle does); ``refuses(src, dst, shape)`` names why Paddle 3.3.1, having
+    chosen this function, raises while lowering (``None`` when it does not): the case goes on to
+    the next function, or fails with only Paddle's functions.  ``reshard(ctx, src, dst, value,
+    dst_type)`` then always lowers: it inserts ops through ``ctx`` (a
     :class:`~distc.passes.reshard.context.ReshardContext` positioned before the reshard op) and
     returns the value that replaces the reshard's result, or ``None`` when this rank has nothing
-    to replace it with.  It may raise :class:`~distc.passes.reshard.context.Decline` (before or
-    after inserting ops through ``ctx``: those are rolled back; changes made to existing values,
-    such as retyping the input, are not) to let the next suitable function try.
+    to replace it with.
     """
 
     name: str = ""
@@ -30,8 +60,12 @@ class ReshardFunction:
     optin: bool = False  # used only when asked for by name (``enable``)
     priority: int = EXTRA_DEFAULT_PRIORITY
 
-    def is_suitable(self, src: TensorDistAttr, dst: TensorDistAttr) -> bool:  # pragma: no cover
+    def is_suitable(self, src: TensorDistAttr, dst: TensorDistAttr, shape: Shape) -> bool:  # pragma: no cover
         raise NotImplementedError
+
+    def refuses(self, src: TensorDistAttr, dst: TensorDistAttr, shape: Shape) -> str | None:
+        """Paddle's message when its lowering of a case this function is suitable for fails."""
+        return None
 
     def reshard(self, ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type):  # pragma: no cover
         raise NotImplementedError
@@ -111,23 +145,39 @@ def functions(*, paddle_only: bool = False, enable=()) -> list[ReshardFunction]:
     return [e.func for e in _ENTRIES if not e.func.optin or e.func.name in enable]
 
 
-def candidates(src: TensorDistAttr, dst: TensorDistAttr, *, paddle_only: bool = False,
+def candidates(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_only: bool = False,
                where: Callable[[ReshardFunction], bool] | None = None, enable=()) -> list[ReshardFunction]:
-    """Every registered function suitable for ``src -> dst``, in the order they are tried."""
+    """Every registered function suitable for ``src -> dst`` of a value of ``shape``, in the order
+    they are tried (refusing ones included)."""
+    shape = tuple(shape)
     out = []
     for f in functions(paddle_only=paddle_only, enable=enable):
         if where is not None and not where(f):
             continue
-        if f.is_suitable(src, dst):
+        if f.is_suitable(src, dst, shape):
             out.append(f)
     return out
 
 
-def choose(src: TensorDistAttr, dst: TensorDistAttr, *, paddle_only: bool = False,
+def select(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_only: bool = False,
+           enable=()) -> tuple[ReshardFunction | None, list[str]]:
+    """The function that lowers ``src -> dst`` and why the suitable ones before it did not (Paddle
+    uses the first suitable function only: with ``paddle_only`` a refusal ends the search)."""
+    reasons: list[str] = []
+    for f in candidates(src, dst, shape, paddle_only=paddle_only, enable=enable):
+        why = f.refuses(src, dst, tuple(shape))
+        if why is None:
+            return f, reasons
+        reasons.append(f"'{f.name}' declined: {why}")
+        if paddle_only:
+            break
+    return None, reasons
+
+
+def choose(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_only: bool = False,
            enable=()) -> ReshardFunction | None:
-    """The first suitable function (Paddle's ``choose_reshard_func``)."""
-    c = candidates(src, dst, paddle_only=paddle_only, enable=enable)
-    return c[0] if c else None
+    """The function that lowers ``src -> dst`` (Paddle's ``choose_reshard_func``, refusals skipped)."""
+    return select(src, dst, shape, paddle_only=paddle_only, enable=enable)[0]
 
 
 def by_name(name: str) -> ReshardFunction:

@@ -8,14 +8,13 @@ value), so distc declines those cases and leaves them to other functions.
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 from .util import is_replicated, is_shard
 
 
 @reshard_function(priority=80, name="s_to_r", paddle=True)
 class SToR(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_shard(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh == dst.mesh)
 
@@ -30,6 +29,9 @@ class SToR(ReshardFunction):
         dm[split_axis] = -1
         return ctx.dist_type(shape, value.type.dtype, ctx.tattr(d.mesh, dm, d.partial))
 
+    def refuses(self, src, dst, shape):
+        return refusal(shape, next(i for i, m in enumerate(src.dims_mapping) if m != -1), src.mesh.size)
+
     def reshard(self, ctx, src, dst, value, dst_type):
         chunk = ctx.chunk_id(value)
         if src.mesh.size == 1:
@@ -38,10 +40,6 @@ class SToR(ReshardFunction):
             ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
             return out
         split_axis = next(i for i, m in enumerate(src.dims_mapping) if m != -1)
-        n = src.mesh.size
-        if value.type.shape[split_axis] % n != 0:
-            raise Decline("'list' object has no attribute 'get_defining_op'"
-                          " (Paddle's uneven s_to_r padding path fails)")
         return self.gather(ctx, src, dst, value, split_axis)
 
     def gather(self, ctx, src, dst, value, split_axis):
@@ -68,9 +66,14 @@ class SToR(ReshardFunction):
 
 @reshard_function(priority=90, name="s_to_r_cross_mesh", paddle=True)
 class SToRCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_shard(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+
+    def refuses(self, src, dst, shape):
+        from .same_status import SAME_STATUS
+
+        return SAME_STATUS.refuses(src, dst, shape) or S_TO_R.refuses(src, dst, shape)
 
     def reshard(self, ctx, src, dst, value, dst_type):
         from .same_status import SAME_STATUS
@@ -80,3 +83,10 @@ class SToRCrossMesh(ReshardFunction):
 
 
 S_TO_R = SToR()
+
+
+def refusal(shape, axis: int, n: int) -> str | None:
+    """Paddle's s_to_r fails on a split of ``shape[axis]`` over ``n`` that is not even."""
+    if n > 1 and shape[axis] % n != 0:
+        return "'list' object has no attribute 'get_defining_op' (Paddle's uneven s_to_r padding path fails)"
+    return None

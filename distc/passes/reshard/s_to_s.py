@@ -8,25 +8,30 @@ Paddle assumes even splits here (its reshape fails otherwise), so distc declines
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 from .util import is_shard
 
 
 @reshard_function(priority=140, name="s_to_s", paddle=True)
 class SToS(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (is_shard(src) and is_shard(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
                 and src.mesh == dst.mesh)
+
+    def refuses(self, src, dst, shape):
+        i = list(src.dims_mapping).index(0)
+        j = list(dst.dims_mapping).index(0)
+        n = src.mesh.size
+        if any(d > 0 and d % n for d in (shape[i], shape[j], shape[0] if i != 0 else 0)):
+            return ("Paddle's s_to_s reshapes assume an even split "
+                    "(Expected capacity == in_size in reshape's infermeta)")
+        return None
 
     def reshard(self, ctx, src, dst, value, dst_type):
         i = list(src.dims_mapping).index(0)
         j = list(dst.dims_mapping).index(0)
         n = src.mesh.size
         shape = list(value.type.shape)
-        if any(d > 0 and d % n for d in (shape[i], shape[j], shape[0] if i != 0 else 0)):
-            raise Decline("Paddle's s_to_s reshapes assume an even split "
-                          "(Expected capacity == in_size in reshape's infermeta)")
         if j != 0:
             pre = list(shape)
             if pre[j] != -1:

@@ -10,16 +10,21 @@ in neither mesh also gets the placeholder.
 
 from __future__ import annotations
 
-from .context import Decline
 from .registry import ReshardFunction, reshard_function
 
 
 @reshard_function(priority=70, name="same_status", paddle=True)
 class SameStatus(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         return (tuple(src.dims_mapping) == tuple(dst.dims_mapping)
                 and sorted(d for d, _ in src.partial) == sorted(d for d, _ in dst.partial)
                 and src.mesh != dst.mesh and src.mesh.shape == dst.mesh.shape)
+
+    def refuses(self, src, dst, shape):
+        # (Paddle raises on the receiving ranks only; distc refuses the case on every rank)
+        if any(d < 0 for d in shape):
+            return "dynamic shape is not supported by pir-auto parallel yet."
+        return None
 
     def reshard(self, ctx, src, dst, value, dst_type):
         pairs = list(zip(src.mesh.process_ids, dst.mesh.process_ids))
@@ -36,8 +41,6 @@ class SameStatus(ReshardFunction):
                 ctx.set_dist(op, ctx.op_attr(src.mesh, [src], [], ctx.chunk_id(value)))
                 break
             if d == me:
-                if any(x < 0 for x in dst_type.shape):
-                    raise Decline("dynamic shape is not supported by pir-auto parallel yet.")
                 # Paddle takes chunk_id from users of the value on the destination mesh: -1 here
                 out = ctx.recv_v2(dst_type.local_shape(), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
                 ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))

@@ -27,7 +27,7 @@ def _placements_equal(a, b) -> bool:
 
 @reshard_function(priority=130, name="sub_to_global_mesh", paddle=True)
 class SubToGlobalMesh(ReshardFunction):
-    def is_suitable(self, src, dst):
+    def is_suitable(self, src, dst, shape):
         d = sub_mesh_dim(dst.mesh, src.mesh)
         if d == -1:
             return False

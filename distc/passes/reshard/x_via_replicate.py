@@ -14,14 +14,15 @@ on every rank (proven by the simulator in tests/test_beyond_paddle.py).
 from __future__ import annotations
 
 from ...ir.dist import ProcessMesh
-from . import x_common as X
-from .registry import ReshardFunction, reshard_function
+from .extra_lower import lower
+from .extra_plan import describe_short, static
+from .registry import ReshardFunction, after, reshard_function
 
 
-@reshard_function(priority=1100, name="x_via_replicate")
+@reshard_function(priority=after("s_to_s", 10), name="x_via_replicate")
 class ViaReplicate(ReshardFunction):
-    def is_suitable(self, src, dst):
-        return (src.mesh != dst.mesh and src.mesh.shape != dst.mesh.shape and bool(src.mesh.shape)
+    def is_suitable(self, src, dst, shape):
+        return (static(shape) and src.mesh != dst.mesh and src.mesh.shape != dst.mesh.shape and bool(src.mesh.shape)
                 and bool(dst.mesh.shape))
 
     def reshard(self, ctx, src, dst, value, dst_type):
@@ -37,7 +38,7 @@ class ViaReplicate(ReshardFunction):
         # (1) replicated on the source mesh
         rep_src = ctx.tattr(src.mesh, [-1] * nd)
         if me in s_ids and (src.dims_mapping != rep_src.dims_mapping or src.partial):
-            value = X.lower(ctx, src, rep_src, value, ctx.cvt(value, rep_src), function=self.name)
+            value = lower(ctx, src, rep_src, value, ctx.cvt(value, rep_src), function=self.name)
         # (2) whole copies to the destination ranks that lack one
         rep_dst = ctx.tattr(dst.mesh, [-1] * nd)
         rep_dst_type = ctx.cvt(value, rep_dst)
@@ -57,10 +58,10 @@ class ViaReplicate(ReshardFunction):
             got = ctx.assign(value)
             ctx.retype(got, rep_dst_type)
             ctx.set_dist(got, ctx.op_attr(dst.mesh, [rep_dst], [rep_dst], ctx.chunk_id(value)))
-        ctx.note(f"{self.name}: {X.describe_short(src)} on {s_ids} -> {X.describe_short(dst)} on {d_ids}: "
+        ctx.note(f"{self.name}: {describe_short(src)} on {s_ids} -> {describe_short(dst)} on {d_ids}: "
                  "no Paddle function for meshes of different shapes; through a replicated copy")
         # (3) the destination placements
         if dst.dims_mapping == rep_dst.dims_mapping and not dst.partial:
             ctx.retype(got, dst_type)
             return got
-        return X.lower(ctx, rep_dst, dst, got, dst_type, function=self.name)
+        return lower(ctx, rep_dst, dst, got, dst_type, function=self.name)

@@ -1,14 +1,5 @@
-"""The lowering shared by distc's extra reshard functions (the other ``x_*.py`` modules).
-
-Paddle 3.3.1 refuses some transitions (S->P, P(avg/max)->S, P->P of another reduce type, uneven
-S->R and S->S) and gets others wrong (found by :mod:`distc.analysis.simulate` on Paddle's own
-output: R->P keeps the value on *global* rank 0 only, so a mesh or 2-D sub-mesh group without
-rank 0 sums to zero; on a 2-D mesh R->P also skips the slices a new shard needs and fills zeros of
-the global shape; uneven P->S cuts its padding with global-frame split sections; gathers and
-reduce-scatters assume ascending process ids).  This module registers nothing: each ``x_`` module
-registers one function for one kind of transition, all of which lower the whole reshard with
-:func:`lower`, or decline (:class:`Decline`) when Paddle's own lowering is right for the case
-(:func:`paddle_problem` finds nothing), so Paddle's output is kept wherever it is correct.
+"""The lowering shared by distc's extra reshard functions (:mod:`.x_table`, :mod:`.x_via_replicate`),
+used where :func:`~.extra_plan.paddle_problem` finds Paddle 3.3.1's own lowering wrong or refused.
 
 :func:`lower` works one mesh dim at a time on the 1-D sub-mesh holding the rank, in four rounds
 (like Paddle's ``NdMeshReshardFunction``), every step correct for uneven pieces (``ceil(n/p)``
@@ -38,247 +29,15 @@ still runs on Paddle.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ...ir.dist import Placement, ProcessMesh, TensorDistAttr, VecDistAttr, split_bounds
+from ...ir.dist import Placement, TensorDistAttr, split_bounds
 from ...ir.types import VectorType
 from ...syntax.diagnostics import DiagnosticError
-from .context import Decline
+from .extra_ops import PieceOps
+from .extra_plan import FLOAT_DTYPES, REDUCE_OK, describe_short, paddle_problem, pl_text, same_mesh
 from .util import describe
 
-FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
-REDUCE_OK = ("SUM", "AVG", "MAX", "MIN", "PRODUCT")
 
-
-# ------------------------------------------------------------------------------------ planning
-@dataclass(frozen=True)
-class Step:
-    dim: int  # mesh dim
-    src: Placement
-    dst: Placement
-
-    def __str__(self) -> str:
-        return f"mesh dim {self.dim}: {_pl(self.src)}->{_pl(self.dst)}"
-
-
-def _pl(p: Placement) -> str:
-    if p.kind == "S":
-        return f"S({p.dim})"
-    if p.kind == "P":
-        return f"P({p.reduce.lower()})"
-    return "R"
-
-
-def steps(src: TensorDistAttr, dst: TensorDistAttr) -> list[Step]:
-    """The mesh dims whose placement changes."""
-    return [Step(k, a, b) for k, (a, b) in enumerate(zip(src.placements, dst.placements)) if a != b]
-
-
-def same_mesh(src: TensorDistAttr, dst: TensorDistAttr) -> bool:
-    return src.mesh == dst.mesh and src.mesh.ndim >= 1
-
-
-def has_step(src: TensorDistAttr, dst: TensorDistAttr, pred) -> bool:
-    """``src`` and ``dst`` are on one mesh and some mesh dim's change satisfies ``pred(a, b)``."""
-    if not same_mesh(src, dst) or len(src.placements) != len(dst.placements):
-        return False
-    return any(pred(s.src, s.dst) for s in steps(src, dst))
-
-
-def coshard(a: TensorDistAttr) -> bool:
-    return a.given is not None
-
-
-def _uneven(n: int, p: int) -> bool:
-    return n > 0 and n % p != 0
-
-
-def _sorted_along(mesh: ProcessMesh, k: int) -> bool:
-    return all(list(m.process_ids) == sorted(m.process_ids) for m in mesh.sub_meshes(k))
-
-
-_PROBLEMS: dict = {}
-
-
-def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
-    """Why Paddle 3.3.1's own lowering of ``src -> dst`` (same mesh) is wrong or refused, or
-    ``None`` when it is right (as the simulator proves on Paddle's output), so distc keeps it."""
-    key = (src, dst, tuple(shape))
-    try:
-        return _PROBLEMS[key]
-    except KeyError:
-        pass
-    out = _paddle_problem(src, dst, tuple(shape))
-    if len(_PROBLEMS) < 10_000:
-        _PROBLEMS[key] = out
-    return out
-
-
-def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
-    if not same_mesh(src, dst):
-        return None  # cross-mesh copies are split off before (same_status), then judged here
-    # co-sharded placements ([Shard(0), Shard(0)]) are lowered by their dims mapping, as Paddle
-    # does, unless x_coshard is enabled (it is tried before Paddle's nd_mesh)
-    mesh = src.mesh
-    nd = mesh.ndim
-    sp, dp = src.placements, dst.placements
-    for st in steps(src, dst):
-        a, b, k = st.src, st.dst, st.dim
-        p = mesh.shape[k]
-        if a.kind == "S" and b.kind == "P" and nd == 1:
-            return "Paddle has no S->P lowering on a 1-D mesh"
-        if a.kind == "P" and b.kind == "P":
-            return "Paddle has no P->P lowering for another reduce type"
-        if a.kind == "P" and b.kind == "S":
-            if a.reduce != "SUM":
-                return f"Paddle's p_to_s only supports SUM, not {a.reduce}"
-            if _uneven(shape[b.dim], p):
-                return "Paddle's uneven p_to_s cuts the padding with global-frame split sections"
-            if not _sorted_along(mesh, k):
-                return "Paddle's reduce_scatter assumes ascending process ids"
-        if a.kind == "S" and b.kind != "R" and (_uneven(shape[a.dim], p) or (b.kind == "S" and _uneven(shape[b.dim], p))):
-            return "Paddle fails on uneven S->R / S->S"
-        if a.kind == "S" and b.kind == "R" and _uneven(shape[a.dim], p):
-            return "Paddle fails on uneven S->R / S->S"
-        if a.kind == "S" and not _sorted_along(mesh, k):
-            return "Paddle's all_gather / all_to_all assume ascending process ids"
-        if nd == 1 and a.kind == "S" and b.kind == "S" and a.dim != 0 and b.dim != 0:
-            # its reshapes assume one of the axes is 0 (not in Paddle's oracle; the simulator
-            # finds distc's faithful copy of Paddle's s_to_s scrambling the pieces)
-            return "Paddle's s_to_s mixes up the pieces when neither shard axis is 0"
-        if b.kind == "P" and a.kind in ("R", "S") and b.reduce not in ("SUM", "AVG", "MAX"):
-            return f"Paddle's r_to_p does not support {b.reduce}"
-    # R->P on groups without global rank 0, zeros of the global shape, and the shards an N-d
-    # r_to_p skips are fixed inside distc's copies of Paddle's r_to_p / nd_mesh themselves (they
-    # keep Paddle's text wherever Paddle is right), so they are no reason to take over here.
-    return None
-
-
-# ------------------------------------------------------------------------------------ lowering
-class _Lowerer:
-    def __init__(self, ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type) -> None:
-        self.ctx = ctx
-        self.src, self.dst = src, dst
-        self.mesh = src.mesh
-        self.shape = tuple(value.type.shape)
-        self.dtype = value.type.dtype
-        self.rank = ctx.rank
-        self.coord = self.mesh.coord(self.rank)
-        self.cur = list(src.placements)
-        self.value = value
-        self.local = self.local_of(self.cur)
-        self.dst_type = dst_type
-        self.chunk = ctx.chunk_id(value)
-        self.did: list[str] = []
-        self.src_value = value
-
-    # -- attrs and types ---------------------------------------------------------------------
-    def attr(self, placements) -> TensorDistAttr:
-        """The layout of ``placements`` (co-sharding kept as given placements; its dims mapping
-        names the last mesh dim, as Paddle's does)."""
-        return self.ctx.maker.from_placements(self.mesh, list(placements), len(self.shape))
-
-    def type_for(self, local, attr: TensorDistAttr):
-        """A dist type whose local shape on this rank is ``local`` (intermediate values)."""
-        g = list(local)
-        for k, pl in enumerate(attr.placements):
-            if pl.kind == "S":
-                g[pl.dim] *= self.mesh.shape[k]
-        return self.ctx.dist_type(g, self.dtype, attr)
-
-    def dims_of(self, placements, axis: int) -> list[int]:
-        """The mesh dims sharding ``axis``, outermost (lowest) first."""
-        return [k for k, pl in enumerate(placements) if pl.kind == "S" and pl.dim == axis]
-
-    def bounds(self, dims, axis: int) -> tuple[int, int]:
-        """This rank's range of ``axis`` split over mesh ``dims`` in turn (nested, Paddle's
-        ``ceil(n/p)`` pieces at every level)."""
-        lo, hi = 0, self.shape[axis]
-        for md in sorted(dims):
-            a, b = split_bounds(hi - lo, self.mesh.shape[md], self.coord[md])
-            lo, hi = lo + a, lo + b
-        return lo, hi
-
-    def local_of(self, placements) -> list[int]:
-        out = []
-        for axis in range(len(self.shape)):
-            lo, hi = self.bounds(self.dims_of(placements, axis), axis)
-            out.append(hi - lo)
-        return out
-
-    def put(self, v, local, attr: TensorDistAttr):
-        self.ctx.retype(v, self.type_for(local, attr))
-        return v
-
-    def sub(self, k: int):
-        m = self.mesh.sub_mesh(k, self.rank)
-        group = sorted(m.process_ids)
-        return m, group
-
-    def sub_attr(self, sub: ProcessMesh, axis: int | None = None, reduce: str | None = None) -> TensorDistAttr:
-        dm = [-1] * len(self.shape)
-        if axis is not None:
-            dm[axis] = 0
-        return self.ctx.tattr(sub, dm, {0: reduce} if reduce else {})
-
-    def dist_of(self, op_or_value, mesh, operands, results) -> None:
-        self.ctx.set_dist(op_or_value, self.ctx.op_attr(mesh, operands, results, self.chunk))
-
-    # -- small op helpers ----------------------------------------------------------------------
-    def full(self, local, value: float, attr: TensorDistAttr):
-        v = self.ctx.full(list(local), value, self.dtype)
-        self.put(v, local, attr)
-        self.dist_of(v, self.mesh, [], [attr])
-        return v
-
-    def _by_scalar(self, name: str, x, value: float, attrs: dict, attr: TensorDistAttr):
-        """``name(x, full([1], value))``: the scalar as a replicated 1-element tensor."""
-        ctx = self.ctx
-        s = ctx.full([1], value, self.dtype, place="Place(cpu)")
-        rep = ctx.tattr(self.mesh, [-1])
-        ctx.retype(s, ctx.dist_type([1], self.dtype, rep))
-        ctx.set_dist(s, ctx.op_attr(self.mesh, [], [rep]))
-        op = ctx.insert(name, [x, s], [self.type_for(self.local, attr)], attrs,
-                        ctx.op_attr(self.mesh, [ctx.dist(x), rep], [attr], self.chunk))
-        return op.result
-
-    def scale(self, x, factor: float, attr: TensorDistAttr):
-        m = self.ctx.maker
-        return self._by_scalar("pd_op.scale", x, factor, {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)}, attr)
-
-    def divide(self, x, divisor: int, attr: TensorDistAttr):
-        """``x / divisor`` (``divide`` by a ``full``: 1/p would lose digits as a printed float)."""
-        return self._by_scalar("pd_op.divide", x, float(divisor), {}, attr)
-
-    def concat(self, parts, axis: int, local, attr: TensorDistAttr):
-        """``concat`` of a list of values or of a vector value."""
-        if isinstance(parts, list) and len(parts) == 1:
-            return parts[0]
-        out = self.ctx.concat(parts, axis)
-        self.put(out, local, attr)
-        if isinstance(parts, list):
-            in_attrs = tuple(self.ctx.dist(v) for v in parts)
-        else:
-            in_attrs = tuple(e.dist for e in parts.type.elements)
-        self.dist_of(out, self.mesh, [VecDistAttr(in_attrs), self.ctx.tattr(self.mesh, [-1])], [attr])
-        return out
-
-    def slice(self, x, axes, starts, ends, local, attr: TensorDistAttr):
-        out = self.ctx.slice(x, list(axes), list(starts), list(ends))
-        self.put(out, local, attr)
-        self.dist_of(out, self.mesh, [self.ctx.dist(x)], [attr])
-        return out
-
-    def unpack(self, vec):
-        types = list(vec.type.elements)
-        op = self.ctx.insert("builtin.split", [vec], types)
-        return list(op.results)
-
-    def transpose(self, x, perm, local, attr: TensorDistAttr):
-        out = self.ctx.transpose(x, perm)
-        self.put(out, local, attr)
-        return out
-
+class Lowerer(PieceOps):
     # -- the steps -----------------------------------------------------------------------------
     def s_to_r(self, k: int, axis: int) -> None:
         """Gather the pieces of ``axis`` along mesh dim ``k`` (uneven and any id order)."""
@@ -446,11 +205,6 @@ class _Lowerer:
             out = self.divide(out, p, after)
         self.value = out
 
-    def attr_perm(self, attr: TensorDistAttr, perm) -> TensorDistAttr:
-        if perm is None:
-            return attr
-        return self.ctx.tattr(attr.mesh, [attr.dims_mapping[i] for i in perm], attr.partial)
-
     def p_to_p(self, k: int, a: str, b: str) -> None:
         p = self.mesh.shape[k]
         if {a, b} == {"SUM", "AVG"} and self.dtype in FLOAT_DTYPES:
@@ -522,10 +276,10 @@ class _Lowerer:
                 self.s_to_p(k, a.dim, b.reduce)
                 how = ("local pad, no communication" if b.reduce in ("SUM", "AVG", "PRODUCT")
                        else "all_gather, then keep")
-                self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: {how}")
+                self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: {how}")
             else:
                 self.s_to_r(k, a.dim)
-                self.did.append(f"{_pl(a)}->R on mesh dim {k}: all_gather")
+                self.did.append(f"{pl_text(a)}->R on mesh dim {k}: all_gather")
         # 2. partial dims that change (all of them in safe mode), the lowest mesh dim first
         for k in range(nd):
             a, b = self.cur[k], dst[k]
@@ -534,21 +288,21 @@ class _Lowerer:
             if b.kind == "S" and b.dim not in redo:
                 self.p_to_s(k, a.reduce, b.dim)
                 how = "reduce_scatter" if a.reduce in ("SUM", "AVG") else "all_reduce + slice"
-                self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: {how}")
+                self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: {how}")
             elif b.kind == "P" and not safe:
                 self.p_to_p(k, a.reduce, b.reduce)
                 local = {a.reduce, b.reduce} == {"SUM", "AVG"}
-                self.did.append(f"{_pl(a)}->{_pl(b)} on mesh dim {k}: "
+                self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: "
                                 + ("local multiply/divide by p" if local else "all_reduce, then R->P"))
             else:
                 self.p_to_r(k, a.reduce)
-                self.did.append(f"{_pl(a)}->R on mesh dim {k}: all_reduce")
+                self.did.append(f"{pl_text(a)}->R on mesh dim {k}: all_reduce")
         # 3. new partial dims, the highest mesh dim first
         for k in range(nd - 1, -1, -1):
             a, b = self.cur[k], dst[k]
             if a.kind == "R" and b.kind == "P":
                 self.r_to_p(k, b.reduce)
-                self.did.append(f"R->{_pl(b)} on mesh dim {k}: the group's first process keeps the value")
+                self.did.append(f"R->{pl_text(b)} on mesh dim {k}: the group's first process keeps the value")
         # 4. new shards: one slice per tensor axis (over all the mesh dims sharding it)
         for axis in range(len(self.shape)):
             want = self.dims_of(dst, axis)
@@ -558,7 +312,7 @@ class _Lowerer:
                 where = ", ".join(str(k) for k in want)
                 self.did.append(f"R->S({axis}) on mesh dim{'s' if len(want) > 1 else ''} {where}: slice")
         if list(self.cur) != dst:  # pragma: no cover - the rounds above cover every change
-            raise Decline(f"internal: could not reach {dst} (at {self.cur})")
+            raise AssertionError(f"internal: could not reach {dst} (at {self.cur})")
         out = self.value
         if out is self.src_value:
             out = self.ctx.share_data_(out)
@@ -573,21 +327,21 @@ class _Lowerer:
         return out
 
 
+
+
 def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, function: str):
     """Lower ``src -> dst`` (one mesh) for ``ctx.rank`` correctly; leaves a note for ``--explain``."""
     if not same_mesh(src, dst):
-        raise Decline("distc's extra functions work on one mesh (cross-mesh copies are split off first)")
+        raise ValueError("distc's extra lowering works on one mesh (cross-mesh copies are split off first)")
     for pl in (*src.placements, *dst.placements):
         if pl.kind == "P" and pl.reduce not in REDUCE_OK:
             line, col = ctx.op.loc or (None, None)
             raise DiagnosticError(
                 f"no lowering from {describe(src)} to {describe(dst)}: partial reduce type {pl.reduce} "
                 "has no collective", line, col)
-    if any(d < 0 for d in value.type.shape):
-        raise Decline("dynamic shapes are not supported")
     if ctx.rank not in src.mesh.process_ids:
         return ctx.reshard_v2(value, dst, dst_type)
-    lw = _Lowerer(ctx, src, dst, value, dst_type)
+    lw = Lowerer(ctx, src, dst, value, dst_type)
     out = lw.run()
     why = paddle_problem(src, dst, value.type.shape) or "Paddle's lowering differs"
     ids = list(src.mesh.process_ids)
@@ -597,10 +351,3 @@ def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, fun
     return out
 
 
-def describe_short(a: TensorDistAttr) -> str:
-    return "[" + ", ".join(_pl(p) for p in a.placements) + "]"
-
-
-def decline_if_paddle_is_right(src: TensorDistAttr, dst: TensorDistAttr, value) -> None:
-    if paddle_problem(src, dst, value.type.shape) is None:
-        raise Decline("Paddle's own lowering is correct here")

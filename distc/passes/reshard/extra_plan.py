@@ -1,0 +1,131 @@
+"""Planning for distc's extra reshard functions (:mod:`.x_table`, :mod:`.x_via_replicate`):
+which mesh dims change, and whether Paddle 3.3.1's own lowering of a case is right.
+
+Paddle 3.3.1 refuses some transitions (S->P, P(avg/max)->S, P->P of another reduce type, uneven
+S->R and S->S) and gets others wrong (found by :mod:`distc.analysis.simulate` on Paddle's own
+output: uneven P->S cuts its padding with global-frame split sections; gathers and
+reduce-scatters assume ascending process ids; co-sharded placements are lowered by their dims
+mapping).  :func:`paddle_problem` names the reason, or ``None`` where the simulator proves
+Paddle's lowering right: the extra functions are suitable only where it names one, so Paddle's
+output is kept wherever it is correct.  The lowering itself is :mod:`.extra_lower`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.dist import Placement, ProcessMesh, TensorDistAttr
+
+FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+REDUCE_OK = ("SUM", "AVG", "MAX", "MIN", "PRODUCT")
+
+@dataclass(frozen=True)
+class Step:
+    dim: int  # mesh dim
+    src: Placement
+    dst: Placement
+
+    def __str__(self) -> str:
+        return f"mesh dim {self.dim}: {pl_text(self.src)}->{pl_text(self.dst)}"
+
+
+def pl_text(p: Placement) -> str:
+    if p.kind == "S":
+        return f"S({p.dim})"
+    if p.kind == "P":
+        return f"P({p.reduce.lower()})"
+    return "R"
+
+
+def steps(src: TensorDistAttr, dst: TensorDistAttr) -> list[Step]:
+    """The mesh dims whose placement changes."""
+    return [Step(k, a, b) for k, (a, b) in enumerate(zip(src.placements, dst.placements)) if a != b]
+
+
+def same_mesh(src: TensorDistAttr, dst: TensorDistAttr) -> bool:
+    return src.mesh == dst.mesh and src.mesh.ndim >= 1
+
+
+def has_step(src: TensorDistAttr, dst: TensorDistAttr, pred) -> bool:
+    """``src`` and ``dst`` are on one mesh and some mesh dim's change satisfies ``pred(a, b)``."""
+    if not same_mesh(src, dst) or len(src.placements) != len(dst.placements):
+        return False
+    return any(pred(s.src, s.dst) for s in steps(src, dst))
+
+
+def coshard(a: TensorDistAttr) -> bool:
+    return a.given is not None
+
+
+def _uneven(n: int, p: int) -> bool:
+    return n > 0 and n % p != 0
+
+
+def _sorted_along(mesh: ProcessMesh, k: int) -> bool:
+    return all(list(m.process_ids) == sorted(m.process_ids) for m in mesh.sub_meshes(k))
+
+
+_PROBLEMS: dict = {}
+
+
+def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
+    """Why Paddle 3.3.1's own lowering of ``src -> dst`` (same mesh) is wrong or refused, or
+    ``None`` when it is right (as the simulator proves on Paddle's output), so distc keeps it."""
+    key = (src, dst, tuple(shape))
+    try:
+        return _PROBLEMS[key]
+    except KeyError:
+        pass
+    out = _paddle_problem(src, dst, tuple(shape))
+    if len(_PROBLEMS) < 10_000:
+        _PROBLEMS[key] = out
+    return out
+
+
+def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
+    if not same_mesh(src, dst):
+        return None  # cross-mesh copies are split off before (same_status), then judged here
+    # co-sharded placements ([Shard(0), Shard(0)]) are lowered by their dims mapping, as Paddle
+    # does, unless x_coshard is enabled (it is tried before Paddle's nd_mesh)
+    mesh = src.mesh
+    nd = mesh.ndim
+    sp, dp = src.placements, dst.placements
+    for st in steps(src, dst):
+        a, b, k = st.src, st.dst, st.dim
+        p = mesh.shape[k]
+        if a.kind == "S" and b.kind == "P" and nd == 1:
+            return "Paddle has no S->P lowering on a 1-D mesh"
+        if a.kind == "P" and b.kind == "P":
+            return "Paddle has no P->P lowering for another reduce type"
+        if a.kind == "P" and b.kind == "S":
+            if a.reduce != "SUM":
+                return f"Paddle's p_to_s only supports SUM, not {a.reduce}"
+            if _uneven(shape[b.dim], p):
+                return "Paddle's uneven p_to_s cuts the padding with global-frame split sections"
+            if not _sorted_along(mesh, k):
+                return "Paddle's reduce_scatter assumes ascending process ids"
+        if a.kind == "S" and b.kind != "R" and (_uneven(shape[a.dim], p) or (b.kind == "S" and _uneven(shape[b.dim], p))):
+            return "Paddle fails on uneven S->R / S->S"
+        if a.kind == "S" and b.kind == "R" and _uneven(shape[a.dim], p):
+            return "Paddle fails on uneven S->R / S->S"
+        if a.kind == "S" and not _sorted_along(mesh, k):
+            return "Paddle's all_gather / all_to_all assume ascending process ids"
+        if nd == 1 and a.kind == "S" and b.kind == "S" and a.dim != 0 and b.dim != 0:
+            # its reshapes assume one of the axes is 0 (not in Paddle's oracle; the simulator
+            # finds distc's faithful copy of Paddle's s_to_s scrambling the pieces)
+            return "Paddle's s_to_s mixes up the pieces when neither shard axis is 0"
+        if b.kind == "P" and a.kind in ("R", "S") and b.reduce not in ("SUM", "AVG", "MAX"):
+            return f"Paddle's r_to_p does not support {b.reduce}"
+    # R->P on groups without global rank 0, zeros of the global shape, and the shards an N-d
+    # r_to_p skips are fixed inside distc's copies of Paddle's r_to_p / nd_mesh themselves (they
+    # keep Paddle's text wherever Paddle is right), so they are no reason to take over here.
+    return None
+
+
+def describe_short(a: TensorDistAttr) -> str:
+    return "[" + ", ".join(pl_text(p) for p in a.placements) + "]"
+
+
+def static(shape) -> bool:
+    """No dynamic (-1) dims: the extra functions lower static shapes only."""
+    return all(d >= 0 for d in shape)
