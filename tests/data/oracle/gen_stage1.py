@@ -53,6 +53,8 @@ NEW_CASES = {
     # 3-D mesh: dp x mp x sep-like third dim that nothing is sharded over
     "mlp_dp2mp2x2_adamw": C([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], ["dp", "mp", "x"], mp="mp",
                             ranks=(0, 3, 5)),
+    # 8 ranks: dp2 x mp4 (distc shard --all-ranks is tested on it)
+    "mlp_dp2mp4_adamw": C([[0, 1, 2, 3], [4, 5, 6, 7]], ["dp", "mp"], mp="mp"),
     # uneven: 15 and 30 do not divide by 4 (ZeRO-1 shards moments over dp4)
     "mlp15_dp4_adamw": C([0, 1, 2, 3], ["dp"], widths=(15, 30, 15), ranks=(0, 1, 3)),
     "mlp15_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], widths=(15, 30, 15), mp="mp",
