@@ -85,12 +85,7 @@ def write_output(path: str | None, text: str) -> None:
         with open(real, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         return
-    if os.path.exists(real):
-        mode = os.stat(real).st_mode & 0o7777
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+    mode = _mode_for(real)
     fd, tmp = tempfile.mkstemp(prefix=".distc-", suffix=".tmp", dir=os.path.dirname(real) or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
@@ -103,6 +98,15 @@ def write_output(path: str | None, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _mode_for(real: str) -> int:
+    """The mode a file replacing ``real`` gets: the old file's, or what the umask leaves."""
+    if os.path.exists(real):
+        return os.stat(real).st_mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 @contextmanager
@@ -132,3 +136,178 @@ def reporting() -> Iterator[None]:
         else:
             con.print("(set DISTC_DEBUG=1 for the traceback; please report this)", markup=False)
         sys.exit(70)
+
+
+# ------------------------------------------------------------------ many outputs, forked workers
+class Staged:
+    """Outputs written to temporary files beside their targets and renamed into place only when
+    every one of them is ready (:meth:`commit`), or removed (:meth:`discard`): a group of files
+    written whole or not at all.  Temporary names are chosen up front, so a worker process can
+    write them and the parent can still clean up after a worker that failed half way."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, str]] = []  # (tmp, target)
+
+    def plan(self, path: str) -> str:
+        """Check ``path`` (a regular file or a new one) and return the temporary file to write."""
+        check_output(path)
+        real = os.path.realpath(path)
+        if os.path.exists(real) and not os.path.isfile(real):
+            raise DiagnosticError("is not a regular file (one output a rank needs a file)", filename=path)
+        if any(t == real for _, t in self.files):
+            raise DiagnosticError("named twice among the outputs", filename=path)
+        d = os.path.dirname(real) or "."
+        tmp = os.path.join(d, f".distc-{os.getpid()}-{len(self.files)}.tmp")
+        self.files.append((tmp, real))
+        return tmp
+
+    def commit(self) -> None:
+        try:
+            for tmp, real in self.files:
+                os.chmod(tmp, _mode_for(real))
+        except BaseException:
+            self.discard()
+            raise
+        for tmp, real in self.files:
+            os.replace(tmp, real)
+
+    def discard(self) -> None:
+        for tmp, _ in self.files:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def write_file(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+class WorkerFailed(Exception):
+    """A forked worker failed: ``item`` names it, ``message`` is its rendered error, ``code`` the
+    exit status it asks for (1: a diagnostic, 70: an internal error)."""
+
+    def __init__(self, item: object, message: str, code: int) -> None:
+        super().__init__(message)
+        self.item, self.message, self.code = item, message, code
+        self.others: list = []  # other items that failed as well
+
+
+def fork_each(items: list, work, jobs: int) -> dict:
+    """``{item: work(item)}``, each call in its own forked child process, at most ``jobs`` at once.
+
+    A child starts from the parent's state at the fork (copy on write: what the parent computed
+    once is shared, and a child's changes stay its own), sends back its result pickled, and exits
+    without teardown.  The first failure stops new starts; the running ones are waited for and
+    :class:`WorkerFailed` names the first failing item (in the order of ``items``).  Without ``os.fork`` the calls run one by one
+    in this process, which only works for one item (``work`` may change the shared state)."""
+    import gc
+    import pickle
+    import selectors
+
+    if len(items) <= 1 or not hasattr(os, "fork"):
+        if len(items) > 1:
+            raise DiagnosticError("several workers need os.fork, which this platform lacks: one at a time")
+        out = {}
+        for it in items:
+            try:
+                out[it] = work(it)
+            except DiagnosticError as e:
+                raise WorkerFailed(it, e.render(), 1) from None
+        return out
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.collect()
+    gc.freeze()  # the collector must not touch (and so copy) the shared objects in the children
+    sel = selectors.DefaultSelector()
+    todo = list(items)
+    running: dict[int, tuple[object, int, bytearray]] = {}  # fd -> (item, pid, data)
+    results: dict = {}
+    failures: list[WorkerFailed] = []
+    try:
+        while todo or running:
+            while todo and not failures and len(running) < max(1, jobs):
+                it = todo.pop(0)
+                r, w = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child
+                    os.close(r)
+                    _child(it, work, w)
+                os.close(w)
+                running[r] = (it, pid, bytearray())
+                sel.register(r, selectors.EVENT_READ)
+            if failures:
+                todo.clear()
+            if not running:
+                break
+            for key, _ in sel.select():
+                fd = key.fd
+                chunk = os.read(fd, 1 << 20)
+                if chunk:
+                    running[fd][2].extend(chunk)
+                    continue
+                sel.unregister(fd)
+                os.close(fd)
+                it, pid, data = running.pop(fd)
+                _, status = os.waitpid(pid, 0)
+                try:
+                    kind, payload, code = pickle.loads(bytes(data))
+                except Exception:  # noqa: BLE001 - the child died before it could answer
+                    kind, code = "error", 70
+                    payload = (f"worker process died (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status)
+                               else f"worker process exited with status {os.waitstatus_to_exitcode(status)}")
+                if kind == "ok":
+                    results[it] = payload
+                else:
+                    failures.append(WorkerFailed(it, payload, code))
+    except BaseException:
+        import signal
+
+        for _, pid, _ in running.values():
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        raise
+    finally:
+        sel.close()
+        gc.unfreeze()
+    if failures:  # the first in the order of ``items``, naming the others
+        order = {it: i for i, it in enumerate(items)}
+        failures.sort(key=lambda f: order[f.item])
+        failures[0].others = [f.item for f in failures[1:]]
+        raise failures[0]
+    return results
+
+
+def _child(item, work, w: int) -> None:
+    import gc
+    import pickle
+
+    gc.disable()
+    try:
+        out = ("ok", work(item), 0)
+    except DiagnosticError as e:
+        out = ("error", e.render(), 1)
+    except MemoryError:
+        out = ("error", "error: out of memory", 1)
+    except OSError as e:
+        name = getattr(e, "filename", None)
+        out = ("error", f"{name + ': ' if name else ''}error: {e.strerror or e}", 1)
+    except BaseException as e:  # noqa: BLE001 - reported by the parent, never a bare traceback
+        msg = f"internal error: {type(e).__name__}: {e}"
+        if os.environ.get("DISTC_DEBUG"):
+            msg += "\n" + traceback.format_exc()
+        out = ("error", msg, 70)
+    try:
+        data = pickle.dumps(out)
+    except Exception as e:  # noqa: BLE001
+        data = pickle.dumps(("error", f"internal error: result not picklable: {e}", 70))
+    view = memoryview(data)
+    while view:
+        n = os.write(w, view)
+        view = view[n:]
+    os.close(w)
+    os._exit(0)

@@ -20,9 +20,11 @@ from ..ir.types import DTYPE_BYTES, DistTensorType, DenseTensorType
 
 def value_bytes(v: Value | None, rank: int) -> int:
     """Bytes ``rank`` holds of value ``v`` (0 when the rank is outside its mesh)."""
-    if v is None:
-        return 0
-    t = v.type
+    return 0 if v is None else type_bytes(v.type, rank)
+
+
+def type_bytes(t: object, rank: int) -> int:
+    """Bytes ``rank`` holds of a value of type ``t``."""
     if isinstance(t, DistTensorType):
         if t.dist.mesh.process_ids and rank not in t.dist.mesh.process_ids:
             return 0
@@ -83,23 +85,50 @@ def _source(v: Value | None) -> Value | None:
 
 
 def optimizer_memory(prog: Program, rank: int) -> MemoryReport:
+    return memory_of(optimizer_operands(prog), rank)
+
+
+# (parameter name, optimizer op name, [(role, operand name, operand type or None)])
+OptimizerOperands = list[tuple[str, str, list[tuple[str, str, object]]]]
+
+
+def optimizer_operands(prog: Program) -> OptimizerOperands:
+    """What :func:`optimizer_memory` sizes, as (immutable) types: a snapshot that stays valid
+    while passes retype the values, so one walk serves every rank."""
     from ..passes.shard_optimizer import BETA_POW, GRAD, MASTER, PARAM, STATE, _param_name, optimizer_sig
 
-    rep = MemoryReport(rank)
+    out: OptimizerOperands = []
     for op in prog.walk():
         sig = optimizer_sig(op)
         if sig is None:
             continue
         p = _source(op.operand(0))
-        row = ParamMemory(_param_name(p) if p is not None else "?", op.name)
+        ents = []
         for i, (role, name) in enumerate(sig.operands):
             v = op.operand(i)
+            if role in (PARAM, GRAD):
+                v = _source(v)
+            elif role not in (STATE, MASTER, BETA_POW) or v is None:
+                continue
+            ents.append((role, name, v.type if v is not None else None))
+        out.append((_param_name(p) if p is not None else "?", op.name, ents))
+    return out
+
+
+def memory_of(ops: OptimizerOperands, rank: int) -> MemoryReport:
+    from ..passes.shard_optimizer import GRAD, PARAM
+
+    rep = MemoryReport(rank)
+    for pname, opname, ents in ops:
+        row = ParamMemory(pname, opname)
+        for role, name, t in ents:
+            b = type_bytes(t, rank)
             if role == PARAM:
-                row.param = value_bytes(_source(v), rank)
+                row.param = b
             elif role == GRAD:
-                row.grad = value_bytes(_source(v), rank)
-            elif role in (STATE, MASTER, BETA_POW) and v is not None:
-                row.states[name] = value_bytes(v, rank)
+                row.grad = b
+            else:
+                row.states[name] = b
         rep.rows.append(row)
     return rep
 

@@ -15,15 +15,17 @@ state at its global shape, slice this rank's piece, lower to dense).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 
 import click
 
 from ..analysis.cost import collectives_in
-from ..analysis.memory import MemoryReport, human, optimizer_memory
+from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
 from ..driver import err_console, load, read_text, reporting, write_output, check_output
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
+from .shard_ranks import check_many, parse_ranks, rank_summary, run_ranks, select_ranks
 
 def _ranks_of(prog: Program) -> list[int]:
     """Every process id of every mesh in the program."""
@@ -107,27 +109,32 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
 
 @click.command("shard")
 @click.argument("main_file", metavar="MAIN")
-@click.option("-o", "--output", default=None, help="output file (default stdout)")
+@click.option("-o", "--output", default=None, help="output file (default stdout); with several ranks a "
+              "pattern with {rank}, e.g. 'out/main.r{rank}.ir'")
 @click.option("--stage", type=click.IntRange(0, 1), default=1, show_default=True,
               help="ZeRO stage: 1 shards optimizer states, 0 is plain data parallel")
 @click.option("--axis", default=None, help="sharding mesh dim, by index or name (see --mesh-dims); "
               "default: Paddle's rule (0, or the last dim a parameter is replicated on)")
 @click.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp (PIR text does not print them)")
-@click.option("--rank", type=int, default=0, show_default=True, help="the rank to lower for")
+@click.option("--rank", type=int, default=None, help="the rank to lower for  [default: 0]")
+@click.option("--all-ranks", is_flag=True, help="every rank of the program's meshes, one output file each "
+              "(the rank-independent passes run once)")
+@click.option("--ranks", "rank_list", default=None, metavar="LIST",
+              help="these ranks, e.g. 0-3,6 (like --all-ranks, for a subset)")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="worker processes for several ranks  [default: the machine's cores]")
 @click.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")
 @click.option("--dense", is_flag=True, help="go on to the per-rank dense program (remove-other-rank, dist-to-dense)")
 @click.option("--startup", default=None, help="the startup program to shard as well")
-@click.option("--startup-out", default=None, help="where the sharded startup program goes")
+@click.option("--startup-out", default=None, help="where the sharded startup program goes ({rank} as for -o)")
 @click.option("--explain", is_flag=True, help="print the passes run and what they decided on stderr")
 @click.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
 @click.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
-def command(main_file: str, output: str | None, stage: int, axis: str | None, mesh_dims: str, rank: int,
-            annotate_only: bool, dense: bool, startup: str | None, startup_out: str | None, explain: bool,
-            quiet: bool, verify_each: bool) -> None:
+def command(main_file: str, output: str | None, stage: int, axis: str | None, mesh_dims: str, rank: int | None,
+            all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
+            startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1."""
     from ..passes import load_passes
-    from ..passes.base import REGISTRY
-    from ..passes.shard_startup import persistable_layouts, shard_startup
 
     with reporting():
         if (startup is None) != (startup_out is None):
@@ -136,59 +143,142 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
             raise click.UsageError("--annotate-only and --dense exclude each other")
         if stage == 0 and axis is not None:
             raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
-        if rank < 0:
+        if rank is not None and rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
-        if output in (None, "-") and startup_out == "-":
-            raise click.UsageError("the main and the startup program cannot both go to stdout")
-        if output is not None and output == startup_out:
-            raise click.UsageError("-o and --startup-out name the same file")
-        check_output(output)
-        check_output(startup_out)
+        many = all_ranks or rank_list is not None
+        wanted = parse_ranks(rank_list) if rank_list is not None else None
+        if many:
+            check_many(rank, all_ranks, rank_list, output, startup_out)
+        else:
+            if output in (None, "-") and startup_out == "-":
+                raise click.UsageError("the main and the startup program cannot both go to stdout")
+            if output is not None and output == startup_out:
+                raise click.UsageError("-o and --startup-out name the same file")
+            check_output(output)
+            check_output(startup_out)
         load_passes()
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         prog = load(main_file)
-        ranks = _ranks_of(prog)
-        if ranks and rank not in ranks:
-            raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
-                                  f"{', '.join(map(str, ranks))})", filename=prog.filename)
-        ctx = PassContext()
-        ran: list[str] = []
-
-        def run(passes: list[ModulePass], last: bool = False) -> None:
-            _run(passes, prog, ctx, main_file, verify_each, final_verify=last)
-            ran.extend(p.spec() for p in passes)
-
-        before = optimizer_memory(prog, rank)
-        if stage >= 1:
-            run([REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims)],  # type: ignore[call-arg]
-                last=annotate_only)
-        after = optimizer_memory(prog, rank)
-        layouts = persistable_layouts(prog)
-        colls = None
-        if not annotate_only:
-            run([REGISTRY["partition"](), _reshard_pass(rank)], last=not dense)
-            colls = [c for c in collectives_in(prog, rank) if c.runs]
-            if dense:
-                run([REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)],  # type: ignore[call-arg]
-                    last=True)
-        text = str(prog)
-        startup_text = None
-        if startup is not None:
-            sprog = load(startup)
-            try:
-                shard_startup(sprog, layouts, rank, ctx)
-            except DiagnosticError as e:
-                raise e.located(sprog.filename or startup, read_text(startup)) from None
-            ran.append(f"shard-startup{{rank={rank}}} (on {startup})")
-            startup_text = str(sprog)
+        known = _ranks_of(prog)
+        if many:
+            ranks = select_ranks(known, wanted, prog.filename)
+        else:
+            rank = 0 if rank is None else rank
+            if known and rank not in known:
+                raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
+                                      f"{', '.join(map(str, known))})", filename=prog.filename)
+        sh = _prepare(prog, main_file, startup, stage, axis, dims, annotate_only, verify_each)
+        if many:
+            results = run_ranks(sh, ranks, jobs, output, startup_out,
+                                lambda r: _lower(sh, r, annotate_only, dense, verify_each))
+            if explain:
+                _explain(sh, results)
+            if not quiet:
+                rank_summary(results, stage, sh.ctx.stats.get("sharding_axis"))
+            return
+        assert rank is not None
+        res = _lower(sh, rank, annotate_only, dense, verify_each)
         # everything is computed before anything is written (and each file is written whole)
-        write_output(output, text)
-        if startup_text is not None:
-            write_output(startup_out, startup_text)
+        write_output(output, res.text)
+        if res.startup_text is not None:
+            write_output(startup_out, res.startup_text)
         if explain:
-            con = err_console()
-            con.print("pipeline: " + (", ".join(ran) or "(nothing: stage 0, annotate only)"), markup=False)
-            for n in ctx.notes:
-                con.print("  " + n, markup=False)
+            _explain(sh, {rank: res})
         if not quiet:
-            _summary(before, after, colls, stage, ctx.stats.get("sharding_axis"), rank)
+            _summary(memory_of(sh.before, rank), memory_of(sh.after, rank), res.colls, stage,
+                     sh.ctx.stats.get("sharding_axis"), rank)
+
+
+@dataclass
+class _Shared:
+    """The rank-independent part of ``distc shard``: what every rank starts from."""
+
+    main_file: str
+    prog: Program
+    ctx: PassContext
+    before: OptimizerOperands
+    after: OptimizerOperands
+    layouts: dict
+    ran: list[str]
+    startup: str | None = None
+    sprog: Program | None = None
+    notes: list[str] = field(default_factory=list)  # what the shared passes noted
+
+
+@dataclass
+class RankResult:
+    text: str
+    startup_text: str | None
+    colls: list | None
+    notes: list[str]
+    ran: list[str]
+    extra: dict = field(default_factory=dict)
+
+
+def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, axis: str | None,
+             dims: tuple[str, ...], annotate_only: bool, verify_each: bool) -> _Shared:
+    """Shard-optimizer and partition (and parse the startup program): the rank-independent work."""
+    from ..passes.base import REGISTRY
+    from ..passes.shard_startup import persistable_layouts
+
+    sh = _Shared(main_file, prog, PassContext(), optimizer_operands(prog), [], {}, [], startup)
+    if stage >= 1:
+        p = REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims)  # type: ignore[call-arg]
+        _run([p], prog, sh.ctx, main_file, verify_each, final_verify=annotate_only)
+        sh.ran.append(p.spec())
+    sh.after = optimizer_operands(prog)
+    sh.layouts = persistable_layouts(prog)
+    if not annotate_only:
+        _run([REGISTRY["partition"]()], prog, sh.ctx, main_file, verify_each)
+        sh.ran.append("partition")
+    if startup is not None:
+        sh.sprog = load(startup)
+    sh.notes = list(sh.ctx.notes)
+    return sh
+
+
+def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each: bool) -> RankResult:
+    """One rank's part, from the shared state (which it changes: a forked worker's own copy)."""
+    from ..passes.base import REGISTRY
+    from ..passes.shard_startup import shard_startup
+
+    prog, ctx = sh.prog, sh.ctx
+    notes0 = len(ctx.notes)
+    ran: list[str] = []
+    colls = None
+    if annotate_only:
+        pass
+    else:
+        passes = [_reshard_pass(rank)]
+        if dense:
+            passes += [REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)]  # type: ignore[call-arg]
+        _run(passes[:1], prog, ctx, sh.main_file, verify_each, final_verify=not dense)
+        colls = [c for c in collectives_in(prog, rank) if c.runs]
+        if dense:
+            _run(passes[1:], prog, ctx, sh.main_file, verify_each, final_verify=True)
+        ran += [p.spec() for p in passes]
+    text = str(prog)
+    startup_text = None
+    if sh.sprog is not None:
+        assert sh.startup is not None
+        try:
+            shard_startup(sh.sprog, sh.layouts, rank, ctx)
+        except DiagnosticError as e:
+            raise e.located(sh.sprog.filename or sh.startup, read_text(sh.startup)) from None
+        ran.append(f"shard-startup{{rank={rank}}} (on {sh.startup})")
+        startup_text = str(sh.sprog)
+    return RankResult(text, startup_text, colls, ctx.notes[notes0:], ran)
+
+
+def _explain(sh: _Shared, results: dict[int, RankResult]) -> None:
+    con = err_console()
+    for r, res in sorted(results.items()):
+        prefix = f"rank {r}: " if len(results) > 1 else ""
+        con.print(prefix + "pipeline: " + (", ".join(sh.ran + res.ran) or "(nothing: stage 0, annotate only)"),
+                  markup=False)
+        for n in (sh.notes if len(results) == 1 else []) + res.notes:
+            con.print("  " + n, markup=False)
+    if len(results) > 1 and sh.notes:
+        con.print("every rank:", markup=False)
+        for n in sh.notes:
+            con.print("  " + n, markup=False)

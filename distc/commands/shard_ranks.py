@@ -1,0 +1,159 @@
+"""``distc shard --all-ranks / --ranks LIST / -j N``: every rank's program from one run.
+
+The rank-independent passes (parse, shard-optimizer, partition) run once; then each rank's part
+(reshard, the dense passes, printing, the startup program) runs in a worker process forked from
+that state (:func:`distc.driver.fork_each`), so each output equals what ``--rank R`` alone prints.
+Outputs go to temporary files and are renamed into place only when every rank succeeded: a
+failing rank is named and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from typing import Callable
+
+import click
+
+from ..analysis.memory import human
+from ..driver import Staged, WorkerFailed, err_console, fork_each, write_file
+from ..syntax.diagnostics import DiagnosticError
+
+PER_RANK_ROWS = 16  # above this many ranks the summary shows only the spread
+
+
+def parse_ranks(text: str) -> list[int]:
+    """``0-3,6`` -> [0, 1, 2, 3, 6]."""
+    out: set[int] = set()
+    for part in text.split(","):
+        p = part.strip()
+        try:
+            if "-" in p:
+                a, b = (int(x) for x in p.split("-", 1))
+                if a > b or a < 0:
+                    raise ValueError
+                out.update(range(a, b + 1))
+            else:
+                if int(p) < 0:
+                    raise ValueError
+                out.add(int(p))
+        except ValueError:
+            raise click.BadParameter(f"{text!r}: expected ranks like 0-3,6", param_hint="--ranks") from None
+    return sorted(out)
+
+
+def check_many(rank: int | None, all_ranks: bool, rank_list: str | None, output: str | None,
+               startup_out: str | None) -> None:
+    if rank is not None:
+        raise click.UsageError("--rank is one rank; --all-ranks/--ranks are several: give one of them")
+    if all_ranks and rank_list is not None:
+        raise click.UsageError("--all-ranks and --ranks exclude each other")
+    for opt, path in (("-o", output), ("--startup-out", startup_out)):
+        if opt == "--startup-out" and path is None:
+            continue
+        if path in (None, "-") or "{rank}" not in path:
+            raise click.UsageError(f"several ranks write one file each: give {opt} a pattern with {{rank}}, "
+                                   f"e.g. {opt} 'out/{'startup' if opt != '-o' else 'main'}.r{{rank}}.ir'")
+    if output == startup_out:
+        raise click.UsageError("-o and --startup-out name the same files")
+
+
+def select_ranks(known: list[int], wanted: list[int] | None, filename: str | None) -> list[int]:
+    if not known:
+        raise DiagnosticError("the program has no process mesh: there are no ranks to lower for (use --rank)",
+                              filename=filename)
+    if wanted is None:
+        return known
+    bad = [r for r in wanted if r not in known]
+    if bad:
+        raise DiagnosticError(f"rank{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
+                              f"{'are' if len(bad) > 1 else 'is'} in none of the program's meshes "
+                              f"(ranks {', '.join(map(str, known))})", filename=filename)
+    return wanted
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def run_ranks(sh, ranks: list[int], jobs: int | None, output: str, startup_out: str | None,
+              lower: Callable) -> dict[int, dict]:
+    """Lower every rank (forked workers), write all outputs or none; return each rank's summary."""
+    from ..analysis.memory import memory_of
+
+    staged = Staged()
+    tmp = {r: (staged.plan(output.replace("{rank}", str(r))),
+               staged.plan(startup_out.replace("{rank}", str(r))) if startup_out else None) for r in ranks}
+
+    def work(r: int) -> dict:
+        res = lower(r)
+        main_tmp, startup_tmp = tmp[r]
+        write_file(main_tmp, res.text)
+        if startup_tmp is not None and res.startup_text is not None:
+            write_file(startup_tmp, res.startup_text)
+        before, after = memory_of(sh.before, r), memory_of(sh.after, r)
+        colls = res.colls
+        return dict(rank=r, collectives=None if colls is None else len(colls),
+                    bytes_sent=None if colls is None else sum(c.moved for c in colls),
+                    memory_before=before.total, memory_after=after.total,
+                    states_before=before.states, states_after=after.states, notes=res.notes, ran=res.ran)
+
+    try:
+        results = fork_each(ranks, work, jobs or default_jobs())
+    except WorkerFailed as e:
+        staged.discard()
+        also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
+        err_console().print(f"distc shard: rank {e.item} failed{also}; no output written", markup=False)
+        err_console().print(e.message, markup=False)
+        sys.exit(e.code)
+    except BaseException:
+        staged.discard()
+        raise
+    staged.commit()
+    return results
+
+
+def spread(values: dict[int, int]) -> str:
+    lo = min(values, key=lambda r: (values[r], r))
+    hi = max(values, key=lambda r: (values[r], -r))
+    med = statistics.median(values.values())
+    if values[lo] == values[hi]:
+        return f"{human(values[lo])} on every rank"
+    return (f"min {human(values[lo])} (rank {lo}), median {human(int(med))}, max {human(values[hi])} "
+            f"(rank {hi})")
+
+
+def rank_summary(results: dict[int, dict], stage: int, axis) -> None:
+    """Per-rank totals (collectives, bytes sent, optimizer memory) and their spread across ranks."""
+    from rich.table import Table
+
+    con = err_console()
+    rows = [results[r] for r in sorted(results)]
+    lowered = rows[0]["collectives"] is not None
+    if len(rows) <= PER_RANK_ROWS:
+        t = Table(title=f"per rank ({len(rows)} ranks, stage {stage}"
+                  + (f", sharding mesh dim {axis}" if axis is not None else "") + ")")
+        t.add_column("rank", justify="right")
+        if lowered:
+            t.add_column("collectives", justify="right")
+            t.add_column("bytes sent", justify="right")
+        for col in ("memory before", "memory after", "saved"):
+            t.add_column(col, justify="right")
+        for x in rows:
+            cells = [str(x["rank"])]
+            if lowered:
+                cells += [str(x["collectives"]), human(x["bytes_sent"])]
+            cells += [human(x["memory_before"]), human(x["memory_after"]),
+                      human(x["memory_before"] - x["memory_after"])]
+            t.add_row(*cells)
+        con.print(t)
+    if lowered:
+        con.print("bytes sent per rank: " + spread({x["rank"]: x["bytes_sent"] for x in rows}), markup=False)
+    con.print("memory per rank (parameters, gradients, optimizer states) after ZeRO-"
+              f"{stage}: " + spread({x["rank"]: x["memory_after"] for x in rows}), markup=False)
+    saved = {x["rank"]: x["memory_before"] - x["memory_after"] for x in rows}
+    con.print(f"saved per rank: {spread(saved)}", markup=False)
