@@ -435,7 +435,7 @@ class Program:
     """A printed PIR program: its top-level block, plus what is needed to print it back in its own style."""
 
     def __init__(self, block: Block | None = None, style=None, filename: str | None = None) -> None:
-        from ..syntax.style import Style
+        from .style import Style
 
         self.block = block or Block()
         self.style: Style = style or Style()
@@ -463,20 +463,30 @@ class Program:
 
     def value(self, name: str) -> Value:
         """A value by its printed name (``%3``) in the program's current numbering."""
-        from ..syntax.printer import number_values
-
+        str(self)  # printing names every value (``_pname``)
         want = name.lstrip("%")
-        for v, n in number_values(self).items():
-            if n == want:
+        for v in self.values():
+            if v._pname == want:
                 return v
         raise KeyError(name)
 
     def __str__(self) -> str:
-        from ..syntax.printer import print_program
-
-        return print_program(self)
+        if _PRINTER is None:
+            raise RuntimeError("no PIR printer installed (import distc.syntax)")
+        return _PRINTER(self)
 
     def clone(self) -> "Program":
-        from ..syntax.parser import parse
+        """A structural copy that prints exactly as this program does."""
+        from .clone import clone_program
 
-        return parse(str(self), self.filename)
+        return clone_program(self)
+
+
+# The printer lives a layer up (distc.syntax.printer) and installs itself here, so that
+# ``str(program)`` works while ``ir`` imports nothing from ``syntax``.
+_PRINTER = None
+
+
+def set_printer(fn) -> None:
+    global _PRINTER
+    _PRINTER = fn

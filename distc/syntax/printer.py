@@ -9,7 +9,7 @@ it was parsed prints as its source line, byte for byte.
 from __future__ import annotations
 
 from ..ir.attrs import format_attr_dict
-from ..ir.core import Block, BlockArgument, Operation, Program, Value
+from ..ir.core import Block, BlockArgument, Operation, Program, Value, set_printer
 
 
 class _Printer:
@@ -163,3 +163,6 @@ def number_values(prog: Program) -> dict[Value, str]:
     """The names values get when the program is printed now."""
     print_program(prog)
     return {v: v._pname for v in prog.values() if v._pname is not None}
+
+
+set_printer(print_program)  # ``str(program)`` prints through this module (ir cannot import it)

@@ -1,0 +1,56 @@
+"""Structural copy of a program: new ops, blocks, regions and values that print exactly as the
+originals do (source lines, clean/dirty state, names, comments and style are carried over).
+Types and attributes are immutable and shared."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .core import Block, Operation, Program, Region, Value
+
+
+def clone_program(prog: Program) -> Program:
+    vmap: dict[Value, Value] = {}
+    pending: list[tuple[Operation, Operation]] = []  # operands are set once every value exists
+    new = Program(_clone_block(prog.block, vmap, pending), replace(prog.style), prog.filename)
+    new.head = prog.head
+    new.tail = prog.tail
+    for old_op, op in pending:
+        for v in old_op._operands:
+            op._add_operand(None if v is None else vmap[v])
+    return new
+
+
+def _clone_block(block: Block, vmap: dict, pending: list) -> Block:
+    nb = Block()
+    for a in block.args:
+        na = nb.add_argument(a._type, a.name, a.keyword, a.attrs)
+        na.attrs_shown = a.attrs_shown
+        vmap[a] = na
+    nb.post = list(block.post)
+    nb.arg_src = block.arg_src
+    nb.indent = block.indent
+    nb.dirty = block.dirty
+    for old in block.ops:
+        op = Operation(old.name, (), [r._type for r in old.results], old._attrs,
+                       [_clone_region(r, vmap, pending) for r in old.regions],
+                       op_id=old.op_id, result_names=[r.name for r in old.results],
+                       operand_keywords=old.operand_keywords, sig=old.sig)
+        for r, nr in zip(old.results, op.results):
+            vmap[r] = nr
+        op.loc = old.loc
+        op.src = old.src
+        op.indent = old.indent
+        if old.pre:
+            op.pre = list(old.pre)
+        op.dirty = old.dirty
+        nb.append(op)
+        pending.append((old, op))
+    return nb
+
+
+def _clone_region(region: Region, vmap: dict, pending: list) -> Region:
+    nr = Region([_clone_block(b, vmap, pending) for b in region.blocks])
+    nr.close_src = region.close_src
+    nr.open_src = region.open_src
+    return nr

@@ -1,0 +1,238 @@
+"""The fast path: ordinary op lines read with one regular expression each, type lists and
+attribute dictionaries through caches (a real dump repeats a few dozen type spellings and dist
+attributes thousands of times).  Anything unusual raises ``_Fallback`` and the grammar path
+reads the whole text instead."""
+
+from __future__ import annotations
+
+import re
+
+from ...ir.core import Block, Program, Region
+from .leaves import _BRACES, _fast_op_dist, _fast_type_list, _simple_item, _split_general
+from .names import Builder
+
+
+def lark_parser():
+    """The grammar's parser, loaded on first use (ordinary dumps may never need it)."""
+    from ..grammar import lark_parser as lp
+
+    return lp()
+
+
+class _Fallback(Exception):
+    """The fast path cannot read this text; use the grammar."""
+
+
+_OP = re.compile(
+    r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) -> (.*?)[ \t]*'
+)
+_REGION_OP = re.compile(
+    r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} -> (.*?) \{[ \t]*'
+)
+_CLOSE = re.compile(r"[ \t]*\}[ \t]*")
+_ELSE = re.compile(r"[ \t]*\} else \{[ \t]*")
+_TRIVIA = re.compile(r"[ \t]*(//.*)?")
+
+
+class FastParser:
+    """Line-at-a-time parser for ordinary dumps, with caches shared across calls."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, list] = {}
+        self.attr_dicts: dict[str, dict] = {}
+        self.items: dict[str, tuple] = {}
+        self.dist: dict[str, object] = {}
+        self._lark_inst = None
+
+    @property
+    def _lark(self):
+        if self._lark_inst is None:
+            self._lark_inst = lark_parser()
+        return self._lark_inst
+
+    def type_list(self, text: str) -> list:
+        t = self.types.get(text)
+        if t is None:
+            if not text:
+                t = []
+            else:
+                t = _fast_type_list(text)
+                if t is None:
+                    t = self._lark.parse(text, start="type_list")
+            self.types[text] = t
+        return t
+
+    def attr_dict(self, text: str) -> dict:
+        d = self.attr_dicts.get(text)
+        if d is not None:
+            return d
+        d = {}
+        for item in self._split_items(text):
+            kv = self.items.get(item)
+            if kv is None:
+                kv = self._item(item)
+            k, v = kv
+            if k in d:
+                raise _Fallback
+            d[k] = v
+        if len(self.attr_dicts) < 200_000:
+            self.attr_dicts[text] = d
+        return d
+
+    def _item(self, item: str) -> tuple:
+        kv = _simple_item(item)
+        if kv is None and item.startswith("op_dist_attr:{"):
+            od = _fast_op_dist(item[13:])
+            if od is not None:
+                kv = "op_dist_attr", od
+        if kv is None:
+            k, v, _tok = self._lark.parse(item, start="attr")
+            kv = k, v
+        if len(self.items) < 100_000:
+            self.items[item] = kv
+        return kv
+
+    @staticmethod
+    def _split_items(text: str) -> list[str]:
+        """Split an attribute dict body at its top-level commas."""
+        if not text:
+            return []
+        i = text.find("op_dist_attr:{")
+        if i < 0 or (i > 0 and text[i - 1] != ","):
+            return _split_general(text)
+        # op_dist_attr holds no strings: its end is found by counting braces alone
+        depth = 0
+        j = -1
+        for m in _BRACES.finditer(text, i + 13):
+            if m.group() == "{":
+                depth += 1
+            else:
+                depth -= 1
+                if depth == 0:
+                    j = m.end()
+                    break
+        if j < 0 or (j < len(text) and text[j] != ","):
+            return _split_general(text)
+        out = _split_general(text[: i - 1]) if i > 0 else []
+        out.append(text[i:j])
+        if j < len(text):
+            out.extend(_split_general(text[j + 1:]))
+        return out
+
+    def parse(self, text: str, filename: str | None, progress=None) -> Program:
+        lines = text.split("\n")
+        b = Builder()
+        prog = Program(filename=filename)
+        b.top = prog.block
+        # head: everything up to the line that opens the program
+        i = 0
+        pre: list[str] = []
+        while i < len(lines) and _TRIVIA.fullmatch(lines[i]):
+            i += 1
+        if i >= len(lines):
+            raise _Fallback
+        first = lines[i]
+        stripped = first.rstrip(" \t")
+        if not stripped.endswith("{") or "{" in stripped[:-1] or "(" in stripped[:-1]:
+            raise _Fallback
+        prog.head = "\n".join(lines[: i + 1]) + "\n"
+        i += 1
+        stack: list[tuple] = []  # (header fields, regions, current block) for open region ops
+        block = prog.block
+        OP = _OP.fullmatch
+        REG = _REGION_OP.fullmatch
+        types = self.type_list
+        attr_dict = self.attr_dict
+        nlines = len(lines)
+        step = max(1000, nlines // 100)
+        next_report = step
+        offset_per_line = len(text) / max(nlines, 1)
+        while i < nlines:
+            if progress is not None and i >= next_report:
+                progress(int(i * offset_per_line))
+                next_report += step
+            line = lines[i]
+            m = OP(line)
+            if m is not None:
+                ind, res, name, oid, opnds, attrs, tin, tout = m.groups()
+                op = b.build(
+                    [(r[1:], i + 1, 0) for r in res.split(", ")] if res else [],
+                    name, int(oid) if oid else None,
+                    [(None if o == "<<NULL VALUE>>" else _vname(o), None, i + 1, 0) for o in opnds.split(", ")] if opnds else [],
+                    attr_dict(attrs), types(tin), types(tout), "full", (), i + 1, len(ind) + 1,
+                )
+                op.src = line
+                op.indent = ind
+                op.dirty = False
+                if pre:
+                    op.pre = pre
+                    pre = []
+                block.append(op)
+                i += 1
+                continue
+            if _TRIVIA.fullmatch(line):
+                pre.append(line)
+                i += 1
+                continue
+            m = REG(line)
+            if m is not None:
+                stack.append((m.groups(), [], block, line, pre, i + 1))
+                pre = []
+                region = Region()
+                block = region.add_block(Block())
+                stack[-1][1].append(region)
+                region.open_src = line
+                b.push()
+                i += 1
+                continue
+            if _ELSE.fullmatch(line) and stack:
+                regions = stack[-1][1]
+                block.post = pre
+                pre = []
+                regions[-1].close_src = line
+                b.pop()
+                region = Region()
+                block = region.add_block(Block())
+                regions.append(region)
+                b.push()
+                i += 1
+                continue
+            if _CLOSE.fullmatch(line):
+                block.post = pre
+                pre = []
+                if not stack:
+                    prog.tail = "\n".join(lines[i:])
+                    if any(not _TRIVIA.fullmatch(x) for x in lines[i + 1:]):
+                        raise _Fallback
+                    break
+                b.pop()
+                (ind, res, name, oid, opnds, attrs, tout), regions, parent, hline, hpre, hline_no = stack.pop()
+                regions[-1].close_src = line
+                op = b.build(
+                    [(r[1:], hline_no, 0) for r in res.split(", ")] if res else [],
+                    name, int(oid) if oid else None,
+                    [(None if o == "<<NULL VALUE>>" else _vname(o), None, hline_no, 0) for o in opnds.split(", ")] if opnds else [],
+                    attr_dict(attrs), None, types(tout), "results", regions, hline_no, len(ind) + 1,
+                )
+                op.src = hline
+                op.indent = ind
+                op.dirty = False
+                op.pre = hpre
+                block = parent
+                block.append(op)
+                i += 1
+                continue
+            raise _Fallback
+        else:
+            raise _Fallback  # no closing line
+        if stack:
+            raise _Fallback
+        return prog
+
+
+
+def _vname(tok: str) -> str:
+    if not tok.startswith("%") or " " in tok:
+        raise _Fallback
+    return tok[1:]
+

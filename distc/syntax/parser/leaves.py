@@ -1,0 +1,216 @@
+"""The fast path's leaf readers: common type spellings, attribute items and ``op_dist_attr``
+values read with regular expressions.  Each returns ``None`` for anything it does not know, and the
+grammar reads that instead; ``tests/test_parser_paths.py`` holds them to the grammar's results."""
+
+from __future__ import annotations
+
+import re
+
+from ...ir import attrs as A
+from ...ir.dist import (
+    EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr,
+)
+from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType
+
+_number = A.number_attr
+
+_SIMPLE_ITEM = re.compile(
+    r'([A-Za-z_]\w*):(?:"((?:[^"\\]|\\.)*)"|(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*)\]'
+    r'|\[(-?\d+(?:,-?\d+)*)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
+    r'|([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+](?:inf|nan)))',
+    re.S,
+)
+
+
+def _simple_item(item: str):
+    """The common attribute forms, read without the grammar (same values as the grammar gives)."""
+    m = _SIMPLE_ITEM.fullmatch(item)
+    if m is None:
+        return None
+    key = m.group(1)
+    if key == "op_dist_attr":
+        return None
+    s, i, b, bl, il, pl, name, num = m.group(2, 3, 4, 5, 6, 7, 8, 9)
+    if s is not None:
+        return key, A.StrAttr(s)
+    if i is not None:
+        return key, _number(i)
+    if b is not None:
+        return key, A.BoolAttr(b == "true")
+    if bl is not None:
+        return key, A.ArrayAttr(tuple(A.BoolAttr(x == "true") for x in bl.split(",")))
+    if pl is not None:
+        return key, A.PlaceAttr(pl, tagged=False)
+    if name is not None:
+        return key, A.IdentAttr(name)
+    if num is not None:
+        return key, _number(num)
+    if il is not None:
+        return key, A.ArrayAttr(tuple(A.IntAttr(int(x)) for x in il.split(",")))
+    return key, A.ArrayAttr(())
+
+
+
+_TYPE = re.compile(
+    r"(?:pd_dist\.tensor<((?:-?\d+x)*)([a-z][a-z0-9_]*), mesh_shape:\[([\d,]*)\],process_ids:\[([\d,]*)\],"
+    r"dims_mappings:\[([-\d,]*)\]((?:, partial\(\d+,[A-Z]+\)(?:,partial\(\d+,[A-Z]+\))*)?)"
+    r"(, placements:\[[^\]]*\])?>"
+    r"|([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)<((?:-?\d+x)*)([a-z][a-z0-9_]*)>|(<<NULL TYPE>>))(, |$)"
+)
+_PARTIAL = re.compile(r"partial\((\d+),([A-Z]+)\)")
+_PLACEMENT = re.compile(r"Shard\(dim=(\d+)\)|Replicate\(\)|Partial\(reduce_type=([A-Z]+)\)")
+
+
+def _ints_of(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",")) if text else ()
+
+
+_TDIST = re.compile(
+    r"mesh_shape:\[([\d,]*)\],process_ids:\[([\d,]*)\],dims_mappings:\[([-\d,]*)\]"
+    r"((?:, partial\(\d+,[A-Z]+\)(?:,partial\(\d+,[A-Z]+\))*)?)(, placements:\[[^\]]*\])?"
+)
+
+
+def _fast_tdist(m) -> "TensorDistAttr | None":
+    """A tensor dist attr from a ``_TDIST`` match (``None``: let the grammar decide)."""
+
+    mshape, pids, dm, partial, pl = m.groups()
+    try:
+        mesh = ProcessMesh(_ints_of(mshape), _ints_of(pids))
+    except ValueError:
+        return None
+    dmap = _ints_of(dm)
+    parts = tuple((int(a), b) for a, b in _PARTIAL.findall(partial)) if partial else ()
+    if any(m_ < -1 or (m_ >= mesh.ndim and mesh.shape) for m_ in dmap) \
+            or any(d >= mesh.ndim or r not in REDUCE_TYPES for d, r in parts):
+        return None
+    attr = TensorDistAttr(mesh, dmap, parts, form="full", placements_shown=pl is not None)
+    if pl is not None:
+        given = []
+        body = pl[len(", placements:["):-1]
+        for pm in _PLACEMENT.finditer(body):
+            if pm.group(1) is not None:
+                given.append(Placement("S", int(pm.group(1))))
+            elif pm.group(2) is not None:
+                given.append(Placement("P", -1, pm.group(2)))
+            else:
+                given.append(Placement("R"))
+        given_t = tuple(given)
+        if ", ".join(map(str, given_t)) != body:
+            return None
+        if given_t != attr.placements:
+            if not attr.consistent(given_t):
+                return None
+            attr = TensorDistAttr(mesh, dmap, parts, form="full", placements_shown=True, given=given_t)
+    return attr
+
+
+def _fast_type_list(text: str):
+    """The common type spellings without the grammar (``None``: let the grammar read it).  Gives
+    the same objects as the grammar's ``type`` rules; the differential tests hold it to that."""
+
+    out = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _TYPE.match(text, pos)
+        if m is None:
+            return None
+        dshape, ddtype, prefix, shape, dtype, null, sep = m.group(1, 2, 8, 9, 10, 11, 12)
+        if null:
+            out.append(NULL_TYPE)
+        elif prefix is not None:
+            if prefix in ("vec", "pd_dist.tensor"):
+                return None
+            out.append(DenseTensorType(tuple(int(x) for x in shape[:-1].split("x")) if shape else (), dtype, prefix))
+        else:
+            dims = tuple(int(x) for x in dshape[:-1].split("x")) if dshape else ()
+            tm = _TDIST.fullmatch(text, m.start(3) - len("mesh_shape:["), m.end(7) if m.group(7) else m.end(6))
+            attr = _fast_tdist(tm) if tm is not None else None
+            if attr is None or len(attr.dims_mapping) != len(dims) or not attr.mesh.shape:
+                return None
+            out.append(DistTensorType(dims, ddtype, attr))
+        pos = m.end()
+        if not sep and pos < n:
+            return None
+    return out
+
+
+_OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?:operand|result)\(\d+\):\{[^{}]*\})*)"
+                 r"(?:,chunk_id:(-?\d+))?\}")
+_OD_ENTRY = re.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
+
+
+def _fast_op_dist(text: str):
+    """``op_dist_attr`` values in the F2-F4 formats without the grammar (``None``: use it)."""
+
+    m = _OD.fullmatch(text)
+    if m is None:
+        return None
+    try:
+        mesh = ProcessMesh(_ints_of(m.group(1)), _ints_of(m.group(2)))
+    except ValueError:
+        return None
+    lists: dict[str, list] = {"operand": [], "result": []}
+    for e in _OD_ENTRY.finditer(m.group(3)):
+        kind, idx, body = e.groups()
+        lst = lists[kind]
+        if int(idx) != len(lst):
+            return None
+        if not body:
+            lst.append(TensorDistAttr(EMPTY_MESH, (), form="blank"))
+            continue
+        vec = body[0] == "["
+        if vec:
+            if body[-1] != "]":
+                return None
+            body = body[1:-1]
+        items = []
+        pos = 0
+        while pos < len(body):
+            tm = _TDIST.match(body, pos)
+            if tm is None:
+                return None
+            a = _fast_tdist(tm)
+            if a is None:
+                return None
+            items.append(a)
+            pos = tm.end()
+            if pos < len(body):
+                if body[pos] != "," or not vec:
+                    return None
+                pos += 1
+        if vec:
+            lst.append(VecDistAttr(tuple(items)))
+        elif len(items) == 1:
+            lst.append(items[0])
+        else:
+            return None
+    chunk = int(m.group(4)) if m.group(4) is not None else None
+    return OperationDistAttr(mesh, tuple(lists["operand"]), tuple(lists["result"]), chunk)
+
+
+_SCAN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()<>,]')
+_BRACES = re.compile(r"[{}]")
+
+
+def _split_general(text: str) -> list[str]:
+    if "," not in text:
+        return [text] if text else []
+    out = []
+    start = 0
+    depth = 0
+    for m in _SCAN.finditer(text):
+        c = m.group()
+        if c[0] == '"':
+            continue
+        if c in "{[(<":
+            depth += 1
+        elif c in "}])>":
+            depth -= 1
+        elif depth == 0:
+            out.append(text[start:m.start()])
+            start = m.end()
+    out.append(text[start:])
+    return out
+
