@@ -69,11 +69,11 @@ send/recv, deadlocks), :mod:`.reshard` (one-reshard proofs).
 from .layout import check_layout, distribute, expected_piece, reduce_arrays
 from .registry import KERNELS, kernel, lookup
 from .reshard import ReshardReport, final_value, layout_name, verify_reshard
-from .scheduler import simulate_ranks
+from .scheduler import simulate_ranks, simulate_serial
 from .values import NoKernel, RankValues, SimulationError
 
 __all__ = [
-    "SimulationError", "NoKernel", "RankValues", "simulate_ranks", "distribute", "expected_piece",
+    "SimulationError", "NoKernel", "RankValues", "simulate_ranks", "simulate_serial", "distribute", "expected_piece",
     "check_layout", "verify_reshard", "ReshardReport", "reduce_arrays", "final_value", "layout_name",
     "KERNELS", "kernel", "lookup",
 ]

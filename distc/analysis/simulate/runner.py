@@ -25,6 +25,13 @@ class RankRunner:
         self.prog = prog
         self.env = RankValues(rank, prog)
         self.shard_count = 0
+        self.serial = sim.serial  # the global view: every op runs, values are global
+
+    def local_shape(self, t) -> tuple[int, ...] | None:
+        """The shape a value of type ``t`` has here (the global shape in the serial view)."""
+        if self.serial:
+            return tuple(t.shape) if hasattr(t, "shape") and t.shape is not None else None
+        return local_shape(t, self.rank)
 
     def err(self, op: Operation, msg: str) -> SimulationError:
         return SimulationError(msg, self.rank, op)
@@ -37,7 +44,7 @@ class RankRunner:
             if r.name is not None:
                 dict.__setitem__(self.env, "%" + r.name, x)
             if isinstance(x, np.ndarray) and self.sim.check_types:
-                want = local_shape(r.type, self.rank)
+                want = self.local_shape(r.type)
                 if want is not None and all(d >= 0 for d in want) and tuple(want) != x.shape:
                     self.env.notes.append(
                         f"{op.name}{' line %d' % op.loc[0] if op.loc else ''}: result {r.index} holds "
@@ -45,14 +52,17 @@ class RankRunner:
 
     def runs_here(self, op: Operation) -> bool:
         d = op.dist_attr
-        if d is None or not d.mesh.process_ids:
+        if self.serial or d is None or not d.mesh.process_ids:
             return True
         if op.name == "dist_op.reshard":
             return True
         return self.rank in d.mesh.process_ids
 
     def run(self) -> Iterator:
+        progress = self.sim.progress
         for op in self.prog.ops:
+            if progress is not None:
+                progress(1)
             if op.regions:
                 raise self.err(op, "ops with regions are not supported by the simulator")
             if not self.runs_here(op):
@@ -89,7 +99,9 @@ class RankRunner:
             x = np.asarray(x[self.rank])
         else:
             x = np.asarray(x)
-            if isinstance(t, DistTensorType) and x.shape == tuple(t.shape):
+            if self.serial:
+                pass
+            elif isinstance(t, DistTensorType) and x.shape == tuple(t.shape):
                 if t.dist.partial:
                     x = self.sim.input_pieces(str(key), x, t.dist)[self.rank]
                 elif not t.dist.is_replicated():

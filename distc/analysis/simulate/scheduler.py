@@ -7,11 +7,12 @@ can move, the ranks deadlock and the report says where each one waits."""
 from __future__ import annotations
 
 import zlib
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from .layout import distribute, reduce_arrays
+from ...ir.dist import REDUCE_TYPES
 from .requests import Coll, Recv, Send
 from .runner import RankRunner
 from .values import RankValues, SimulationError
@@ -22,8 +23,11 @@ from ...ir.dist import TensorDistAttr
 
 class Simulator:
     def __init__(self, programs: Mapping[int, Program], inputs: Mapping[str, Any], seed: int,
-                 rings: Mapping[int, Iterable[int]] | None, check_types: bool, strict_rings: bool) -> None:
+                 rings: Mapping[int, Iterable[int]] | None, check_types: bool, strict_rings: bool,
+                 serial: bool = False, progress: Callable[[int], None] | None = None) -> None:
         self.programs = dict(programs)
+        self.serial = serial
+        self.progress = progress
         self.inputs = dict(inputs)
         self.seed = seed
         self.rings = {int(k): tuple(sorted(v)) for k, v in (rings or {}).items()}
@@ -203,7 +207,8 @@ class Simulator:
         kinds = {m.kind for m in members}
         if len(kinds) > 1:
             desc = ", ".join(f"rank {m.rank}: {m.op.name}" for m in members)
-            raise SimulationError(f"mismatched collectives on group {list(q0.group)}: {desc}")
+            odd = _odd_one(members, lambda m: m.kind)
+            raise SimulationError(f"mismatched collectives on group {list(q0.group)}: {desc}", odd.rank, odd.op)
         for m in members:  # within one rank, a ring id is one communicator
             seen = self.ring_groups.setdefault(m.rank, {})
             if m.ring is not None and seen.setdefault(m.ring, m.group) != m.group:
@@ -219,14 +224,19 @@ class Simulator:
         shapes = {m.data.shape for m in members}
         if len(shapes) > 1:
             desc = ", ".join(f"rank {m.rank}: {list(m.data.shape)}" for m in members)
-            raise SimulationError(f"{q0.op.name} on group {list(q0.group)} with different local shapes ({desc})")
+            odd = _odd_one(members, lambda m: m.data.shape)
+            raise SimulationError(f"{q0.op.name} on group {list(q0.group)} with different local shapes ({desc})",
+                                  odd.rank, odd.op)
         n = len(members)
         xs = [m.data for m in members]
         kind = q0.kind
         if kind == "all_reduce":
             rts = {int(m.attrs["reduce_type"]) for m in members}
             if len(rts) > 1:
-                raise SimulationError(f"all_reduce on group {list(q0.group)} with different reduce types {sorted(rts)}")
+                odd = _odd_one(members, lambda m: int(m.attrs["reduce_type"]))
+                desc = ", ".join(f"rank {m.rank}: {REDUCE_TYPES[int(m.attrs['reduce_type'])]}" for m in members)
+                raise SimulationError(f"all_reduce on group {list(q0.group)} with different reduce types ({desc})",
+                                      odd.rank, odd.op)
             y = reduce_arrays(xs, int(rts.pop())).astype(xs[0].dtype)
             return [y.copy() for _ in members]
         if kind == "all_gather":
@@ -247,16 +257,28 @@ class Simulator:
         if kind == "broadcast":
             roots = {m.attrs["root"] for m in members}
             if len(roots) > 1:
-                raise SimulationError(f"broadcast on group {list(q0.group)} with different roots {sorted(roots)}")
+                odd = _odd_one(members, lambda m: m.attrs["root"])
+                raise SimulationError(f"broadcast on group {list(q0.group)} with different roots {sorted(roots)}",
+                                      odd.rank, odd.op)
             root = roots.pop()
             idx = root if root < n else list(q0.group).index(root)
             return [xs[idx].copy() for _ in members]
         raise SimulationError(f"unknown collective {kind}")
 
 
+def _odd_one(members: list[Coll], key: Callable) -> Coll:
+    """The member whose ``key`` differs from the most common one (the first such, by rank)."""
+    counts: dict = {}
+    for m in members:
+        counts[key(m)] = counts.get(key(m), 0) + 1
+    common = max(counts.items(), key=lambda kv: (kv[1], -members.index(next(m for m in members if key(m) == kv[0]))))[0]
+    return next((m for m in members if key(m) != common), members[0])
+
+
 def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *, seed: int = 0,
                    rings: Mapping[int, Iterable[int]] | None = None, check_types: bool = True,
-                   strict_rings: bool = False) -> dict[int, RankValues]:
+                   strict_rings: bool = False, progress: Callable[[int], None] | None = None
+                   ) -> dict[int, RankValues]:
     """Run ``programs[rank]`` on every rank in lockstep.
 
     ``inputs`` maps ``pd_op.data`` names and ``builtin.parameter`` names to global numpy arrays
@@ -269,5 +291,13 @@ def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *
     lists; values that do not exist on the rank are missing).  Raises :class:`SimulationError`
     when a rank cannot run its program or the ranks deadlock.
     """
-    return Simulator(programs, inputs, seed, rings, check_types, strict_rings).run()
+    return Simulator(programs, inputs, seed, rings, check_types, strict_rings, progress=progress).run()
+
+
+def simulate_serial(program: Program, inputs: Mapping[str, Any], *, check_types: bool = True,
+                    progress: Callable[[int], None] | None = None) -> RankValues:
+    """Run a global-view program once, on global values: every op runs whatever its mesh,
+    ``shard_tensor``/``reshard`` pass values through, a partial type is only a layout (the value
+    is the reduced one).  A program with communication is not a global view."""
+    return Simulator({0: program}, inputs, 0, None, check_types, False, serial=True, progress=progress).run()[0]
 

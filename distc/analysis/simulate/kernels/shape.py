@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 
 from ..registry import kernel
-from ..values import attr, int_list, local_shape, norm_axis, np_dtype, operand_or_attr
+from ..values import attr, int_list, norm_axis, np_dtype, operand_or_attr
 from ....ir.types import DistTensorType
 
 
@@ -123,7 +123,7 @@ def reshape(rt, op, vals):
     x = np.asarray(vals[0])
     t = op.results[0].type
     if isinstance(t, DistTensorType):
-        want = local_shape(t, rt.rank)
+        want = rt.local_shape(t)
         if want is not None and int(np.prod(want)) == x.size and all(d >= 0 for d in want):
             return [x.reshape(want)]
     shape = operand_or_attr(vals, 1, op, "shape", conv=int_list)

@@ -26,6 +26,8 @@ def shard_tensor(rt, op, vals):
     t = op.results[0].type
     if not isinstance(t, DistTensorType):
         raise rt.err(op, "result is not a dist tensor")
+    if rt.serial:
+        return [vals[0]]
     k = rt.shard_count
     rt.shard_count += 1
     if rt.rank not in t.dist.mesh.process_ids:
@@ -38,7 +40,7 @@ def shard_tensor(rt, op, vals):
 @kernel("dist_op.reshard")
 def reshard(rt, op, vals):
     t = op.results[0].type
-    if isinstance(t, DistTensorType) and rt.rank in t.dist.mesh.process_ids:
+    if not rt.serial and isinstance(t, DistTensorType) and rt.rank in t.dist.mesh.process_ids:
         rt.env.notes.append(f"dist_op.reshard{' line %d' % op.loc[0] if op.loc else ''} "
                             f"passed through on rank {rt.rank}, which is in its destination mesh")
     return [vals[0]]

@@ -1,0 +1,396 @@
+"""Whole-step proof: the serial (global-view) program and every rank's program run on the same
+seeded inputs; what a step leaves behind is compared.
+
+* Inputs (``pd_op.data`` by ``name``, ``builtin.parameter`` by ``parameter_name``) get seeded
+  random values at their global shape (:func:`make_inputs`); each rank takes its piece by the
+  layout its own program declares.  Integer inputs stay in range of what consumes them
+  (embedding rows, cross-entropy classes); moments are non-negative, beta powers in (0.5, 1),
+  the learning rate small.
+* What a step leaves behind (:func:`step_state`): every named input after the in-place updates
+  of the program (``adamw_``, ``assign_out_``, ... ; the in-place map below) and every
+  ``builtin.shadow_output``/``set_parameter``.  A rank's value is checked against its piece of
+  the serial value by the layout of its type (partial: the ranks' pieces must reduce to it).
+* The first divergence is located: ops of the rank program are paired with the serial ops of
+  the same name in order (names whose counts differ are not paired); the earliest forward or
+  optimizer op (``op_role`` 0 or 2) whose result is not its piece is reported; else the op that
+  produced the first wrong final value.  Backward values are not traced piece by piece (Paddle
+  scales local gradients before their reduction).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .layout import check_layout, expected_piece
+from .scheduler import simulate_ranks, simulate_serial
+from .values import NoKernel, RankValues, SimulationError, attr, np_dtype
+from ...ir.core import Operation, Program, Value
+from ...ir.types import DistTensorType
+
+# in-place ops: result index -> the operand it overwrites (by operand count where signatures differ)
+_INPLACE: dict[str, dict[int, dict[int, int]]] = {
+    "pd_op.adamw_": {13: {0: 0, 1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 8}, 12: {0: 0, 1: 3, 2: 4, 3: 6, 4: 7, 5: 8}},
+    "pd_op.momentum_": {5: {0: 0, 1: 2, 2: 4}},
+    "pd_op.sgd_": {4: {0: 0, 1: 3}},
+    "pd_op.assign_out_": {2: {0: 1}},
+}
+_INPLACE["pd_op.adam_"] = _INPLACE["pd_op.adamw_"]
+_COMM = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "alltoall", "broadcast", "send_v2",
+         "recv_v2", "p_send", "p_recv", "c_allreduce", "c_allgather", "c_reducescatter", "c_broadcast")
+
+
+def inplace_map(op: Operation) -> dict[int, int]:
+    """Result index -> overwritten operand index of an in-place op (empty for others)."""
+    table = _INPLACE.get(op.name)
+    if table is not None:
+        return table.get(op.num_operands, {})
+    if op.name.endswith("_") and not op.name.endswith("__") and op.num_results >= 1 and op.num_operands >= 1:
+        return {0: 0}
+    return {}
+
+
+def is_comm(op: Operation) -> bool:
+    base = op.name.split(".", 1)[-1].rstrip("_")
+    return any(base == c or base.startswith(c + "_") for c in _COMM)
+
+
+def input_name(op: Operation) -> str | None:
+    if op.name == "pd_op.data":
+        return attr(op, "name")
+    if op.name == "builtin.parameter":
+        return attr(op, "parameter_name")
+    return None
+
+
+def step_state(prog: Program) -> dict[str, Value]:
+    """``name -> Value``: each named input's value after the step's in-place updates, and each
+    output (``shadow_output`` by ``output_name``, ``set_parameter`` by ``parameter_name``)."""
+    version: dict[Value, str] = {}
+    out: dict[str, Value] = {}
+    for op in prog.ops:
+        n = input_name(op)
+        if n is not None:
+            version[op.results[0]] = n
+            out[n] = op.results[0]
+            continue
+        if op.name in ("builtin.shadow_output", "builtin.set_parameter") and op.operand(0) is not None:
+            out[str(attr(op, "output_name") or attr(op, "parameter_name"))] = op.operand(0)
+            continue
+        for ri, oi in inplace_map(op).items():
+            v = op.operand(oi) if oi < op.num_operands else None
+            if v is not None and v in version and ri < op.num_results:
+                version[op.results[ri]] = version[v]
+                out[version[v]] = op.results[ri]
+    return out
+
+
+# ------------------------------------------------------------------------------------ inputs
+_PASS = ("unsqueeze", "squeeze", "reshape", "slice", "cast", "assign", "shard_tensor", "reshard",
+         "transpose", "concat", "split", "split_with_num", "flatten", "combine", "expand", "share_data")
+
+
+def _int_bound(v: Value) -> int | None:
+    """The exclusive upper bound an integer value must respect: the rows of the embedding or the
+    classes of the cross entropy that (through shape ops) consume it."""
+    bound = None
+    todo, seen = [v], set()
+    while todo:
+        x = todo.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        for op, idx in list(x.uses):
+            base = op.name.split(".", 1)[-1].rstrip("_")
+            b = None
+            if base in ("embedding", "embedding_grad") and idx == 0 and op.num_operands > 1:
+                b = op.operand(1).type.shape[0]
+            elif base in ("cross_entropy_with_softmax", "cross_entropy_with_softmax_grad") and \
+                    not bool(attr(op, "soft_label", False)):
+                logits = op.operand(0 if base == "cross_entropy_with_softmax" else 1)
+                if x is not logits:
+                    shape = logits.type.shape
+                    b = shape[int(attr(op, "axis", -1))]
+            elif base in _PASS:
+                todo.extend(op.results)
+            if b is not None and b > 0:
+                bound = b if bound is None else min(bound, b)
+    return bound
+
+
+def make_inputs(prog: Program, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random global values for every named input of ``prog`` (one generator per name,
+    so a value does not depend on which other inputs exist)."""
+    out: dict[str, np.ndarray] = {}
+    for op in prog.ops:
+        name = input_name(op)
+        if name is None or name in out:
+            continue
+        t = op.results[0].type
+        shape = tuple(getattr(t, "shape", ()) or ())
+        if any(d < 0 for d in shape):
+            raise SimulationError(f"input {name!r} has a dynamic shape {list(shape)}", None, op)
+        dt = np_dtype(getattr(t, "dtype", "float32"))
+        rng = np.random.default_rng([seed, zlib.crc32(str(name).encode())])
+        low = str(name).lower()
+        if dt.kind in "iu":
+            hi = _int_bound(op.results[0]) or 8
+            out[name] = rng.integers(0, hi, size=shape).astype(np.int64)
+        elif dt.kind == "b":
+            out[name] = rng.integers(0, 2, size=shape).astype(bool)
+        elif "pow_acc" in low:
+            out[name] = rng.uniform(0.5, 0.95, size=shape)
+        elif "learning_rate" in low or low.startswith("lr"):
+            out[name] = rng.uniform(1e-3, 1e-2, size=shape)
+        elif "moment2" in low or "velocity" in low and False:
+            out[name] = np.abs(rng.standard_normal(shape)) * 0.1
+        else:
+            out[name] = rng.standard_normal(shape) * 0.5
+    return out
+
+
+# ------------------------------------------------------------------------------------ report
+@dataclass
+class Divergence:
+    rank: int | None
+    op: Operation | None
+    message: str
+    value: str = ""
+    abs_err: float = 0.0
+    rel_err: float = 0.0
+    filename: str | None = None
+
+    def where(self) -> str:
+        loc = self.op.loc if self.op is not None and self.op.loc else None
+        f = self.filename or "<input>"
+        return f"{f}:{loc[0]}:{loc[1]}" if loc else f
+
+    def as_dict(self) -> dict:
+        loc = self.op.loc if self.op is not None and self.op.loc else (None, None)
+        return {"rank": self.rank, "op": self.op.name if self.op else None, "file": self.filename,
+                "line": loc[0], "col": loc[1], "value": self.value, "message": self.message,
+                "max_abs_error": self.abs_err, "max_rel_error": self.rel_err}
+
+
+@dataclass
+class StepReport:
+    ranks: list[int]
+    rtol: float
+    atol: float
+    tensors: int = 0          # (value, rank) pairs compared
+    elements: int = 0         # numbers compared
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    ops: int = 0              # ops simulated, serial and ranks
+    divergence: Divergence | None = None
+    no_kernel: Divergence | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """0 equal, 1 divergence, 3 an op without a kernel."""
+        return 3 if self.no_kernel else 1 if self.divergence else 0
+
+    def as_dict(self) -> dict:
+        return {"status": ["equal", "diverged", None, "no-kernel"][self.status], "exit": self.status,
+                "ranks": self.ranks, "values_compared": self.tensors, "elements_compared": self.elements,
+                "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "rtol": self.rtol,
+                "atol": self.atol, "ops_simulated": self.ops,
+                "divergence": self.divergence.as_dict() if self.divergence else None,
+                "no_kernel": self.no_kernel.as_dict() if self.no_kernel else None}
+
+    def summary(self) -> str:
+        stats = (f"{self.tensors} values ({self.elements} numbers) compared on ranks {self.ranks}, "
+                 f"largest error abs {self.max_abs:.3g} rel {self.max_rel:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
+        if self.no_kernel:
+            d = self.no_kernel
+            return f"{d.where()}: no kernel: rank {d.rank}: {d.op.name if d.op else '?'}: {d.message}"
+        if self.divergence:
+            d = self.divergence
+            head = f"{d.where()}: DIVERGED" + (f" on rank {d.rank}" if d.rank is not None else "")
+            if d.op is not None:
+                head += f" at '{d.op.name}'"
+            lines = [head + f": {d.message}"]
+            if d.value:
+                lines.append(f"  value {d.value}: max abs error {d.abs_err:.3g}, max rel error {d.rel_err:.3g}")
+            lines.append("  " + stats)
+            return "\n".join(lines)
+        return "EQUAL: " + stats
+
+
+def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
+    if got.size == 0:
+        return 0.0, 0.0
+    if got.dtype == bool or want.dtype == bool:
+        bad = float(np.sum(got != want))
+        return bad, bad
+    d = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    rel = d / np.maximum(np.abs(want.astype(np.float64)), 1e-300)
+    rel = np.where(d == 0, 0.0, rel)
+    return float(d.max()), float(rel.max())
+
+
+class _Compare:
+    """Checks rank values against pieces of serial values and keeps the statistics."""
+
+    def __init__(self, report: StepReport) -> None:
+        self.r = report
+
+    def close(self, got, want) -> tuple[bool, float, float]:
+        got, want = np.asarray(got), np.asarray(want)
+        if got.shape != want.shape:
+            return False, float("inf"), float("inf")
+        a, rel = _errors(got, want)
+        self.r.tensors += 1
+        self.r.elements += int(got.size)
+        self.r.max_abs = max(self.r.max_abs, a)
+        self.r.max_rel = max(self.r.max_rel, rel)
+        ok = bool(np.array_equal(got, want)) if got.dtype == bool else \
+            bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=self.r.rtol, atol=self.r.atol))
+        return ok, a, rel
+
+    def value(self, want: np.ndarray, found: Mapping[int, tuple[Value, object]]) -> tuple[int, float, float, str] | None:
+        """``found``: rank -> (its Value, its local array).  The first rank (and errors) whose
+        piece is wrong, or None."""
+        partial: dict = {}
+        for r in sorted(found):
+            v, x = found[r]
+            if x is None or not isinstance(x, np.ndarray):
+                continue
+            t = v.type
+            if isinstance(t, DistTensorType):
+                d = t.dist
+                if r not in d.mesh.process_ids:
+                    continue
+                if d.partial:
+                    partial.setdefault(d, {})[r] = x
+                    continue
+                piece = expected_piece(want, d, r) if d.dims_mapping and tuple(want.shape) == tuple(t.shape) else want
+            else:
+                piece = want
+            ok, a, rel = self.close(x, piece)
+            if not ok:
+                msg = f"local shape {list(np.shape(x))}, expected {list(piece.shape)}" if np.shape(x) != piece.shape else ""
+                return r, a, rel, msg
+        for d, pieces in partial.items():
+            if set(pieces) != set(d.mesh.process_ids):
+                continue
+            self.r.tensors += len(pieces)
+            self.r.elements += sum(int(np.size(p)) for p in pieces.values())
+            probs = check_layout(pieces, want, d, rtol=self.r.rtol, atol=self.r.atol)
+            if probs:
+                return min(pieces), float("nan"), float("nan"), probs[0]
+        return None
+
+
+# ------------------------------------------------------------------------------------ the proof
+def _role(op: Operation) -> int:
+    r = attr(op, "op_role", 0)
+    return int(r) if r is not None else 0
+
+
+def _trace(serial: Program, sv: RankValues, programs: Mapping[int, Program], rv: Mapping[int, RankValues],
+           rtol: float, atol: float) -> Divergence | None:
+    """The earliest paired forward/optimizer op whose result is not its piece of the serial one."""
+    by_name: dict[str, list[Operation]] = {}
+    for op in serial.ops:
+        by_name.setdefault(op.name, []).append(op)
+    cmp = _Compare(StepReport([], rtol, atol))
+    best: tuple[int, int, Divergence] | None = None
+    for r, prog in sorted(programs.items()):
+        mine: dict[str, list[Operation]] = {}
+        for op in prog.ops:
+            mine.setdefault(op.name, []).append(op)
+        pos = {op: i for i, op in enumerate(prog.ops)}
+        pairs = [(rop, sop) for name, rops in mine.items() if len(by_name.get(name, ())) == len(rops)
+                 for rop, sop in zip(rops, by_name[name])]
+        pairs.sort(key=lambda p: pos[p[0]])
+        for rop, sop in pairs:
+            if best is not None and pos[rop] >= best[0]:
+                break
+            if _role(rop) not in (0, 2) or rop.num_results != sop.num_results:
+                continue
+            for i, res in enumerate(rop.results):
+                want, got = sv.get_value(sop.results[i]), rv[r].get_value(res)
+                if not isinstance(want, np.ndarray) or not isinstance(got, np.ndarray):
+                    continue
+                t = res.type
+                if isinstance(t, DistTensorType) and t.dist.partial:
+                    continue
+                bad = cmp.value(want, {r: (res, got)})
+                if bad is not None:
+                    _, a, rel, msg = bad
+                    d = Divergence(r, rop, msg or f"result {i} is not its piece of the serial value", _vname(res),
+                                   a, rel, prog.filename)
+                    best = (pos[rop], r, d)
+                    break
+    return None if best is None else best[2]
+
+
+def _vname(v: Value) -> str:
+    return f"%{v.name}" if v.name is not None else f"result {v.index}"
+
+
+def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
+                atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
+    """Run ``serial`` and every rank of ``programs`` on the same seeded inputs and compare what the
+    step leaves behind (see the module docstring).  Raises nothing for a wrong program: the
+    report's :attr:`StepReport.status` says 0 (equal), 1 (divergence) or 3 (no kernel)."""
+    report = StepReport(sorted(programs), rtol, atol)
+    inputs = make_inputs(serial, seed)
+    for r, prog in sorted(programs.items()):
+        for op in prog.ops:
+            n = input_name(op)
+            if n is not None and n not in inputs:
+                report.divergence = Divergence(r, op, f"input {n!r} does not exist in the serial program",
+                                               filename=prog.filename)
+                return report
+
+    def failed(e: SimulationError, files: Mapping[int, str | None], serial_run: bool) -> StepReport:
+        d = Divergence(None if serial_run else e.rank, e.op, e.message,
+                       filename=files.get(e.rank) if e.rank is not None else None)
+        if d.filename is None and e.op is not None:
+            d.filename = next((f for r, f in files.items() if e.op in set(programs[r].ops)), None) \
+                if not serial_run else serial.filename
+        if isinstance(e, NoKernel):
+            report.no_kernel = d
+        else:
+            report.divergence = d
+        return report
+
+    try:
+        sv = simulate_serial(serial, inputs, progress=progress)
+    except SimulationError as e:
+        return failed(e, {0: serial.filename}, True)
+    try:
+        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
+    except SimulationError as e:
+        return failed(e, {r: p.filename for r, p in programs.items()}, False)
+    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
+    sstate = step_state(serial)
+    rstate = {r: step_state(p) for r, p in programs.items()}
+    cmp = _Compare(report)
+    first: Divergence | None = None
+    for name, v in sstate.items():
+        want = sv.get_value(v)
+        if not isinstance(want, np.ndarray):
+            continue
+        found = {r: (st[name], rv[r].get_value(st[name])) for r, st in rstate.items() if name in st}
+        if not found:
+            report.notes.append(f"{name}: no rank program has it")
+            continue
+        bad = cmp.value(want, found)
+        if bad is not None and first is None:
+            r, a, rel, msg = bad
+            val = found[r][0]
+            op = val.owner if hasattr(val, "owner") else None
+            first = Divergence(r, op, msg or f"{name} after the step is not its piece of the serial value",
+                               name, a, rel, programs[r].filename)
+    if first is not None:
+        report.divergence = _trace(serial, sv, programs, rv, rtol, atol) or first
+        if report.divergence is not first:
+            report.notes.append(f"first wrong value left by the step: {first.value} on rank {first.rank}")
+    return report
