@@ -4,7 +4,7 @@ partial pieces that reduce to a global value, and the check that pieces form a l
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -113,29 +113,23 @@ def distribute(global_value: np.ndarray, dist: TensorDistAttr, rng: np.random.Ge
     return out
 
 
-def check_layout(pieces: Mapping[int, Any], global_value: np.ndarray, dist: TensorDistAttr, *,
-                 rtol: float = 1e-7, atol: float = 1e-7) -> list[str]:
-    """Problems (empty if none) with ``pieces`` (rank -> local array) as the layout ``dist`` of
-    ``global_value``: shard pieces must equal the rank's slice; partial pieces must reduce to it."""
-    mesh = dist.mesh
-    problems: list[str] = []
-    missing = [r for r in mesh.process_ids if r not in pieces or pieces[r] is None]
-    if missing:
-        return [f"no value on ranks {missing}"]
+def layout_groups(pieces: Mapping[int, Any], global_value: np.ndarray, dist: TensorDistAttr
+                  ) -> Iterator[tuple[list[int], np.ndarray | None, np.ndarray, list[tuple[int, tuple]]]]:
+    """For each group of ranks holding one piece (the ranks along the partial mesh dims):
+    (ranks, the value their pieces reduce to or None, the expected piece, [(rank, wrong local shape)])."""
     pdims = sorted(dict(dist.partial).items())
     groups: dict[tuple, list[tuple[tuple[int, ...], int]]] = {}
-    for r in mesh.process_ids:
-        c = _coords(mesh, r)
+    for r in dist.mesh.process_ids:
+        c = _coords(dist.mesh, r)
         key = tuple(ci for k, ci in enumerate(c) if k not in dict(pdims))
         groups.setdefault(key, []).append((tuple(c[md] for md, _ in pdims), r))
     for key, members in groups.items():
-        r0 = members[0][1]
-        want = global_value[shard_index(dist, global_value.shape, r0)]
+        ranks = [r for _, r in members]
+        want = global_value[shard_index(dist, global_value.shape, members[0][1])]
         arrays = {pc: np.asarray(pieces[r]) for pc, r in members}
         bad_shape = [(r, arrays[pc].shape) for pc, r in members if arrays[pc].shape != want.shape]
         if bad_shape:
-            for r, s in bad_shape:
-                problems.append(f"rank {r}: local shape {list(s)}, expected {list(want.shape)}")
+            yield ranks, None, want, bad_shape
             continue
         # reduce over the partial dims, lowest mesh dim first
         level = dict(arrays)
@@ -145,13 +139,24 @@ def check_layout(pieces: Mapping[int, Any], global_value: np.ndarray, dist: Tens
             for pc, a in sorted(level.items()):
                 nxt.setdefault(pc[1:], []).append(a)
             level = {k: reduce_arrays(v, rtype) for k, v in nxt.items()}
-        got = level[()]
-        if not close(got, want, rtol, atol):
-            ranks = [r for _, r in members]
-            what = "reduced value of ranks" if pdims else "value on rank"
-            err = max_err(got, want)
-            problems.append(f"{what} {ranks if pdims else ranks[0]} differs from the expected piece "
-                            f"(max abs error {err:.3g})")
+        yield ranks, level[()], want, []
+
+
+def check_layout(pieces: Mapping[int, Any], global_value: np.ndarray, dist: TensorDistAttr, *,
+                 rtol: float = 1e-7, atol: float = 1e-7) -> list[str]:
+    """Problems (empty if none) with ``pieces`` (rank -> local array) as the layout ``dist`` of
+    ``global_value``: shard pieces must equal the rank's slice; partial pieces must reduce to it."""
+    problems: list[str] = []
+    missing = [r for r in dist.mesh.process_ids if r not in pieces or pieces[r] is None]
+    if missing:
+        return [f"no value on ranks {missing}"]
+    for ranks, got, want, bad_shape in layout_groups(pieces, global_value, dist):
+        for r, s in bad_shape:
+            problems.append(f"rank {r}: local shape {list(s)}, expected {list(want.shape)}")
+        if got is not None and not close(got, want, rtol, atol):
+            what = "reduced value of ranks" if dist.partial else "value on rank"
+            problems.append(f"{what} {ranks if dist.partial else ranks[0]} differs from the expected piece "
+                            f"(max abs error {max_err(got, want):.3g})")
     return problems
 
 

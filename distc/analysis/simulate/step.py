@@ -25,7 +25,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .layout import check_layout, expected_piece
+from .layout import expected_piece, layout_groups
+from .reshard import final_value
 from .scheduler import simulate_ranks, simulate_serial
 from .values import NoKernel, RankValues, SimulationError, attr, np_dtype
 from ...ir.core import Operation, Program, Value
@@ -278,11 +279,14 @@ class _Compare:
         for d, pieces in partial.items():
             if set(pieces) != set(d.mesh.process_ids):
                 continue
-            self.r.tensors += len(pieces)
-            self.r.elements += sum(int(np.size(p)) for p in pieces.values())
-            probs = check_layout(pieces, want, d, rtol=self.r.rtol, atol=self.r.atol)
-            if probs:
-                return min(pieces), float("nan"), float("nan"), probs[0]
+            for ranks, got, piece, bad_shape in layout_groups(pieces, want, d):
+                if bad_shape:
+                    r, shape = bad_shape[0]
+                    return r, float("inf"), float("inf"), f"local shape {list(shape)}, expected {list(piece.shape)}"
+                self.r.tensors += len(ranks) - 1
+                ok, a, rel = self.close(got, piece)
+                if not ok:
+                    return ranks[0], a, rel, f"the pieces of ranks {ranks} reduce to a wrong value"
         return None
 
 
@@ -393,4 +397,48 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
         report.divergence = _trace(serial, sv, programs, rv, rtol, atol) or first
         if report.divergence is not first:
             report.notes.append(f"first wrong value left by the step: {first.value} on rank {first.rank}")
+    return report
+
+
+def is_one_reshard(prog: Program) -> bool:
+    """``data`` + ``shard_tensor`` + ``dist_op.reshard`` (and constants): a one-reshard program."""
+    names = {op.name for op in prog.ops}
+    return "dist_op.reshard" in names and names <= {"pd_op.data", "dist_op.shard_tensor", "dist_op.reshard",
+                                                    "pd_op.full", "pd_op.full_int_array", "builtin.shadow_output"}
+
+
+def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
+                        atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
+    """A one-reshard SERIAL: every destination rank's final value must be its piece of the
+    reshard's result (the input itself) under the destination layout."""
+    report = StepReport(sorted(programs), rtol, atol)
+    rs = [op for op in serial.ops if op.name == "dist_op.reshard"][-1]
+    dst = rs.results[0].type.dist if isinstance(rs.results[0].type, DistTensorType) else None
+    inputs = make_inputs(serial, seed)
+    try:
+        sv = simulate_serial(serial, inputs, progress=progress)
+        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
+    except SimulationError as e:
+        d = Divergence(e.rank, e.op, e.message,
+                       filename=programs[e.rank].filename if e.rank in programs else serial.filename)
+        if isinstance(e, NoKernel):
+            report.no_kernel = d
+        else:
+            report.divergence = d
+        return report
+    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
+    want = sv.get_value(rs.results[0])
+    found = {}
+    for r in (dst.mesh.process_ids if dst is not None else sorted(programs)):
+        v = final_value(programs[r], r, rv[r], dst) if r in programs else None
+        if v is None:
+            report.divergence = Divergence(r, None, "no result value on this rank", filename=None)
+            return report
+        found[r] = (v, rv[r].get_value(v))
+    bad = _Compare(report).value(np.asarray(want), found)
+    if bad is not None:
+        r, a, rel, msg = bad
+        v = found[r][0]
+        report.divergence = Divergence(r, v.owner, msg or "the reshard's result is not its piece of the input",
+                                       _vname(v), a, rel, programs[r].filename)
     return report

@@ -1,0 +1,138 @@
+"""``distc verify SERIAL --ranks PATTERN``: prove that per-rank programs compute the serial step.
+
+SERIAL is the global-view program (before partition, or a one-reshard program); PATTERN names the
+per-rank programs (after reshard, still dist-typed) with ``{rank}``.  Every rank of SERIAL's meshes
+is simulated with numpy on the same seeded inputs (:mod:`distc.analysis.simulate.step`).
+Exit 0: equal within the tolerance; 1: a divergence (or bad input); 3: an op without a kernel;
+2: usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Callable, Mapping
+
+import click
+
+from ..analysis.simulate.step import StepReport, is_comm, is_one_reshard, verify_reshard_step, verify_step
+from ..driver import err_console, load, reporting
+from ..ir.core import Program
+from ..ir.types import DistTensorType
+from ..syntax.diagnostics import DiagnosticError
+
+EXIT_NO_KERNEL = 3
+
+
+def program_ranks(prog: Program) -> list[int]:
+    """Every process id of the program's meshes (op meshes and value types)."""
+    ranks: set[int] = set()
+    for op in prog.walk():
+        d = op.dist_attr
+        if d is not None:
+            ranks.update(d.mesh.process_ids)
+        for r in op.results:
+            if isinstance(r.type, DistTensorType):
+                ranks.update(r.type.dist.mesh.process_ids)
+    return sorted(ranks)
+
+
+def _at(prog: Program, op, message: str) -> DiagnosticError:
+    loc = op.loc if op is not None and op.loc else (None, None)
+    return DiagnosticError(message, loc[0], loc[1], filename=prog.filename)
+
+
+def check_serial(prog: Program) -> None:
+    """A global-view program: dist-typed, no communication (that belongs to rank programs)."""
+    for op in prog.walk():
+        if is_comm(op):
+            raise _at(prog, op, f"SERIAL is already lowered: '{op.name}' communicates; give the global-view "
+                                "program (before partition, or the program with dist_op.reshard)")
+    if not any(isinstance(r.type, DistTensorType) for op in prog.walk() for r in op.results):
+        raise _at(prog, prog.ops[0] if prog.ops else None,
+                  "SERIAL has no dist types: it does not say how its values are laid out over ranks")
+
+
+def check_rank(prog: Program, rank: int) -> None:
+    """A per-rank program still declares its layouts (dist types), i.e. before dist-to-dense."""
+    if not any(isinstance(r.type, DistTensorType) for op in prog.walk() for r in op.results):
+        first = next((op for op in prog.ops if op.results), prog.ops[0] if prog.ops else None)
+        raise _at(prog, first, f"the program of rank {rank} is dense (no dist types): verify needs the "
+                               "per-rank programs after reshard, before dist-to-dense, which declare their layouts")
+
+
+def load_ranks(pattern: str, ranks: list[int]) -> dict[int, Program]:
+    progs = {}
+    for r in ranks:
+        progs[r] = load(pattern.replace("{rank}", str(r)))
+        check_rank(progs[r], r)
+    return progs
+
+
+def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol: float, atol: float,
+               label: str = "verify") -> StepReport:
+    """verify_step with a progress bar over ranks and ops when stderr is a terminal."""
+    total = len(serial.ops) + sum(len(p.ops) for p in progs.values())
+    fn = verify_reshard_step if is_one_reshard(serial) else verify_step
+    if not sys.stderr.isatty():
+        return fn(serial, progs, seed=seed, rtol=rtol, atol=atol)
+    from rich.progress import Progress
+
+    with Progress(console=err_console(), transient=True) as bar:
+        task = bar.add_task(f"{label}: serial + {len(progs)} ranks", total=total)
+        step: Callable[[int], None] = lambda n: bar.advance(task, n)  # noqa: E731
+        return fn(serial, progs, seed=seed, rtol=rtol, atol=atol, progress=step)
+
+
+def report_out(reports: list[tuple[str, StepReport]], as_json: bool) -> int:
+    """Print the reports (text or one JSON document) and return the exit status: the worst one."""
+    status = max((r.status for _, r in reports), key=lambda s: (s == 1, s == EXIT_NO_KERNEL, s))
+    if as_json:
+        doc = {name: r.as_dict() for name, r in reports}
+        doc["exit"] = status
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        for name, r in reports:
+            click.echo(f"{name}: {r.summary()}")
+            for n in r.notes:
+                click.echo(f"  note: {n}")
+    return status
+
+
+def _pattern(ctx, param, value):
+    if value is not None and "{rank}" not in value:
+        raise click.BadParameter("must contain {rank}, e.g. out/main.r{rank}.ir")
+    return value
+
+
+@click.command("verify")
+@click.argument("serial", metavar="SERIAL")
+@click.option("--ranks", "pattern", required=True, callback=_pattern,
+              help="the per-rank programs, a path with {rank} (e.g. out/main.r{rank}.ir)")
+@click.option("--startup", default=None, help="the serial startup program, verified against --startup-ranks")
+@click.option("--startup-ranks", default=None, callback=_pattern, help="the per-rank startup programs ({rank})")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
+@click.option("--rtol", type=click.FloatRange(min=0), default=1e-6, show_default=True, help="relative tolerance")
+@click.option("--atol", type=click.FloatRange(min=0), default=1e-8, show_default=True, help="absolute tolerance")
+@click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
+def command(serial: str, pattern: str, startup: str | None, startup_ranks: str | None, seed: int,
+            rtol: float, atol: float, as_json: bool) -> None:
+    """Prove that the per-rank programs compute the serial (global-view) training step.
+
+    Exit 0 equal, 1 divergence (rank, op, file:line:col, errors), 3 an op without a kernel."""
+    if (startup is None) != (startup_ranks is None):
+        raise click.UsageError("--startup and --startup-ranks go together")
+    with reporting():
+        sprog = load(serial)
+        check_serial(sprog)
+        ranks = program_ranks(sprog)
+        progs = load_ranks(pattern, ranks)
+        reports = [("main", run_verify(sprog, progs, seed=seed, rtol=rtol, atol=atol))]
+        if startup is not None:
+            st = load(startup)
+            check_serial(st)
+            sranks = program_ranks(st) or ranks
+            sprogs = {r: load(startup_ranks.replace("{rank}", str(r))) for r in sranks}
+            reports.append(("startup", run_verify(st, sprogs, seed=seed, rtol=rtol, atol=atol, label="startup")))
+        status = report_out(reports, as_json)
+    sys.exit(status)
