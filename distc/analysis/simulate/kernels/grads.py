@@ -162,13 +162,6 @@ def cross_entropy_with_softmax_grad(rt, op, vals):  # (label, softmax, loss_grad
     return [np.where(np.expand_dims(ignore, axis), 0.0, (sm - onehot) * g)]
 
 
-@kernel("pd_op.triu_grad", "pd_op.tril_grad")
-def triangle_grad(rt, op, vals):
-    g = np.asarray(vals[0])
-    k = int(attr(op, "diagonal", 0))
-    return [np.triu(g, k) if op.name.endswith("triu_grad") else np.tril(g, k)]
-
-
 @kernel("pd_op.scale_grad")
 def scale_grad(rt, op, vals):
     return [np.asarray(vals[0]) * operand_or_attr(vals, 1, op, "scale", 1.0)]

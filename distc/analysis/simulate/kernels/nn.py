@@ -104,11 +104,12 @@ def embedding(rt, op, vals):
     return [out]
 
 
-@kernel("pd_op.triu", "pd_op.tril")
+@kernel("pd_op.triu", "pd_op.tril", "pd_op.triu_grad", "pd_op.tril_grad")
 def triangle(rt, op, vals):
+    """triu/tril, and their gradients (the same mask applied to the output gradient)."""
     x = np.asarray(vals[0])
     k = int(attr(op, "diagonal", 0))
-    return [np.triu(x, k) if op.name.endswith("triu") else np.tril(x, k)]
+    return [np.triu(x, k) if op.name.startswith("pd_op.triu") else np.tril(x, k)]
 
 
 @kernel("pd_op.stack")
