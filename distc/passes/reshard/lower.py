@@ -22,6 +22,7 @@ from ...syntax.diagnostics import DiagnosticError
 from . import registry
 from .context import CollectiveRecord, Decline, ReshardContext
 from .groups import RingAllocator
+from .replay import Replayer
 from .util import describe, mesh_text, same_attr
 
 RESHARD = "dist_op.reshard"
@@ -156,23 +157,25 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     return out
 
 
-def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=()) -> None:
+def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=(),
+                lower_one=lower_reshard) -> None:
     for op in list(block.ops):
         for region in op.regions:
             for b in region.blocks:
-                lower_block(prog, b, result, paddle_only, enable)
+                lower_block(prog, b, result, paddle_only, enable, lower_one)
         if op.name == RESHARD and op.parent is block:
-            lower_reshard(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only,
-                          enable=enable)
+            lower_one(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only,
+                      enable=enable)
 
 
 def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = None,
-                  paddle_only: bool = False, enable=()) -> Lowering:
-    """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard."""
+                  paddle_only: bool = False, enable=(), replay: bool = True) -> Lowering:
+    """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard
+    (each distinct one once, the others replayed: :mod:`.replay`; ``replay=False``: one by one)."""
     registry.load_functions()
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
     decompose(prog, prog.block, rank, rings, result.notes)
     fold(prog.block)
-    lower_block(prog, prog.block, result, paddle_only, enable)
+    lower_block(prog, prog.block, result, paddle_only, enable, Replayer(lower_reshard) if replay else lower_reshard)
     return result

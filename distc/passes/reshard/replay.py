@@ -1,0 +1,146 @@
+"""Lower each distinct reshard once and replay it.
+
+A training program lowers the same few reshards hundreds of times (every layer's gradient
+``Partial -> Shard``, every parameter's ``Shard -> Replicate`` ...).  Lowering one is matching
+the functions of the registry, planning, building ops through :class:`ReshardContext`; its
+result depends only on what the function can see: the two layouts, the input's and the result's
+types, the attributes copied from the reshard and from the input's producer (``op_role``,
+``stop_gradient``, ``chunk_id``), whether the input has other users, and ring ids, which the
+allocator hands out once per group (so a later lowering of the same key gets the same ids).
+
+:class:`Replayer` wraps the one-by-one lowering (``lower_reshard``): the first reshard of a key is
+lowered for real and recorded as a template (op names, attributes, result types, operand wiring,
+the collective records, the step); every later one rebuilds those ops in front of its reshard.
+A lowering that reaches outside its own ops (retypes the input or changes its producer, uses a
+value other than the input, leaves notes) is never recorded: such reshards are always lowered one
+by one.  ``tests/test_reshard_replay.py`` holds the replayed programs to one-by-one lowering byte
+for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...ir.core import Operation
+from .context import ReshardContext
+
+_X = -1  # operand reference: the reshard's input
+
+
+class _Template:
+    __slots__ = ("ops", "out", "records", "step")
+
+    def __init__(self, ops, out, records, step) -> None:
+        self.ops = ops  # [(name, operand refs, result types, attrs)]
+        self.out = out  # None, _X or (op index, result index)
+        self.records = records
+        self.step = step
+
+
+class Replayer:
+    """``lower_reshard`` with memory: same signature, same effect on the program."""
+
+    def __init__(self, lower_one) -> None:
+        self.lower_one = lower_one
+        self.templates: dict = {}
+        self.replayed = 0
+
+    @staticmethod
+    def key(op: Operation, x, paddle_only: bool, enable) -> tuple | None:
+        if x is None or op.num_results != 1:
+            return None
+        owner = x.owner
+        try:
+            k = (op.dist_attr, x.type, op.results[0].type, op.attr("op_role"),
+                 ReshardContext.stop_gradient(x), ReshardContext.chunk_id(x), owner is None,
+                 min(len(x.uses), 2), paddle_only, tuple(enable))
+            hash(k)
+        except TypeError:
+            return None
+        return k
+
+    def __call__(self, prog, op: Operation, rank: int, *, rings=None, result=None, paddle_only: bool = False,
+                 enable=()):
+        x = op.operand(0)
+        k = self.key(op, x, paddle_only, enable)
+        t = self.templates.get(k) if k is not None else None
+        if t is not None:
+            self.replayed += 1
+            return self._replay(t, op, x, result)
+        if k is None or result is None:
+            return self.lower_one(prog, op, rank, rings=rings, result=result, paddle_only=paddle_only,
+                                  enable=enable)
+        block, before, after = op.parent, op.prev, op.next
+        xtype, owner = x.type, x.owner
+        odist = owner.dist_attr if owner is not None else None
+        nrec, nnotes, nsteps = len(result.records), len(result.notes), len(result.steps)
+        out = self.lower_one(prog, op, rank, rings=rings, result=result, paddle_only=paddle_only, enable=enable)
+        if (x.type is not xtype or (owner is not None and owner.dist_attr is not odist)
+                or len(result.notes) != nnotes or len(result.steps) != nsteps + 1):
+            self.templates[k] = None  # reaches outside its own ops: never replayed
+            return out
+        created = []
+        o = before.next if before is not None else block.first
+        while o is not None and o is not after:
+            if o is not op:
+                created.append(o)
+            o = o.next
+        tpl = self._record(created, x, out)
+        if tpl is not None:
+            tpl.records = result.records[nrec:]
+            tpl.step = result.steps[-1]
+        self.templates[k] = tpl
+        return out
+
+    @staticmethod
+    def _record(created: list[Operation], x, out) -> _Template | None:
+        index = {}
+        ops = []
+        for i, o in enumerate(created):
+            if o.regions or o.operand_keywords or o.pre:
+                return None
+            refs = []
+            for v in o.operands:
+                if v is None:
+                    refs.append(None)
+                elif v is x:
+                    refs.append(_X)
+                elif id(v) in index:
+                    refs.append(index[id(v)])
+                else:
+                    return None  # some other value of the program
+            ops.append((o.name, tuple(refs), tuple(r.type for r in o.results), dict(o.attrs), o.sig))
+            for j, r in enumerate(o.results):
+                index[id(r)] = (i, j)
+        if out is None:
+            ref = None
+        elif out is x:
+            ref = _X
+        elif id(out) in index:
+            ref = index[id(out)]
+        else:
+            return None
+        return _Template(ops, ref, [], None)
+
+    @staticmethod
+    def _replay(t: _Template, op: Operation, x, result):
+        block, indent = op.parent, op.indent
+        made: list[Operation] = []
+        for name, refs, types, attrs, sig in t.ops:
+            operands = [None if r is None else x if r == _X else made[r[0]].results[r[1]] for r in refs]
+            o = Operation(name, operands, types, dict(attrs), sig=sig)
+            o.indent = indent
+            block.insert_before(op, o)
+            made.append(o)
+        ref = t.out
+        out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
+        if result is not None:
+            loc = op.loc
+            result.records.extend(replace(r, loc=loc, extra=dict(r.extra)) for r in t.records)
+            result.steps.append(dict(t.step, loc=loc))
+        r = op.results[0]
+        if out is not None:
+            r.replace_all_uses_with(out)
+        if not r.uses:
+            op.erase()
+        return out
