@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from conftest import DATA
 from distc import parse
-from distc.analysis.simulate.step import make_inputs, step_state, verify_step
+from distc.analysis.simulate.proof import verify_step
+from distc.analysis.simulate.step import make_inputs, step_state
 from distc.cli import main
 
 VDIR = DATA / "verify"
@@ -170,3 +171,47 @@ def test_integer_inputs_stay_in_range_and_states_are_tracked():
     state = step_state(serial)
     assert any(v.owner.name == "pd_op.adamw_" for v in state.values() if v.owner is not None)
     assert "loss_0" in state
+
+
+def _startup_set(tmp_path: pathlib.Path) -> list[str]:
+    serial, ranks = llama_texts("clip", "dp2mp2")
+    s, pattern = write_set(tmp_path, serial, ranks)
+    d = VDIR / "clip"
+    (tmp_path / "startup.ir").write_bytes(gzip.decompress((d / "llama_dp2mp2.s1.startup_serial.ir.gz").read_bytes()))
+    for r in range(4):
+        (tmp_path / f"startup.r{r}.ir").write_bytes(
+            gzip.decompress((d / f"llama_dp2mp2.s1.startup.r{r}.ir.gz").read_bytes()))
+    return [s, "--ranks", pattern, "--startup", str(tmp_path / "startup.ir"),
+            "--startup-ranks", str(tmp_path / "startup.r{rank}.ir")]
+
+
+def test_paddle_startup_programs_verify_equal(tmp_path):
+    r = cli(*_startup_set(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert re.search(r"startup: EQUAL: \d{3} values", r.output), r.output
+
+
+def test_startup_mutation_is_caught(tmp_path):
+    args = _startup_set(tmp_path)
+    f = tmp_path / "startup.r1.ir"
+    text, line = _mutate(f.read_text(), r'"pd_op\.full".*value:0\.9[,}]', "value:0.9", "value:0.8")
+    f.write_text(text)
+    r = cli(*args)
+    assert r.exit_code == 1, r.output
+    assert f"startup.r1.ir:{line}:" in r.output and "DIVERGED on rank 1" in r.output
+
+
+def test_distc_shard_output_verifies_with_startup(tmp_path):
+    """distc's own ZeRO-1 of the shipped sample, every rank, main and startup programs."""
+    sample = pathlib.Path(__file__).parent.parent / "samples"
+    for r in range(4):
+        res = CliRunner().invoke(main, ["shard", str(sample / "mlp_dp2mp2_adamw.ir"), "--rank", str(r), "-q",
+                                        "-o", str(tmp_path / f"main.r{r}.ir"),
+                                        "--startup", str(sample / "mlp_dp2mp2_adamw.startup.ir"),
+                                        "--startup-out", str(tmp_path / f"startup.r{r}.ir")])
+        assert res.exit_code == 0, res.output
+    r = cli(str(sample / "mlp_dp2mp2_adamw.ir"), "--ranks", str(tmp_path / "main.r{rank}.ir"),
+            "--startup", str(sample / "mlp_dp2mp2_adamw.startup.ir"),
+            "--startup-ranks", str(tmp_path / "startup.r{rank}.ir"))
+    assert r.exit_code == 0, r.output
+    assert "main: EQUAL" in r.output and "startup: EQUAL" in r.output

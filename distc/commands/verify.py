@@ -9,13 +9,17 @@ Exit 0: equal within the tolerance; 1: a divergence (or bad input); 3: an op wit
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Callable, Mapping
 
 import click
 
-from ..analysis.simulate.step import StepReport, is_comm, is_one_reshard, verify_reshard_step, verify_step
+from ..analysis.simulate.proof import (
+    is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
+)
+from ..analysis.simulate.step import StepReport, is_comm
 from ..driver import err_console, load, reporting
 from ..ir.core import Program
 from ..ir.types import DistTensorType
@@ -42,13 +46,13 @@ def _at(prog: Program, op, message: str) -> DiagnosticError:
     return DiagnosticError(message, loc[0], loc[1], filename=prog.filename)
 
 
-def check_serial(prog: Program) -> None:
+def check_serial(prog: Program, need_dist: bool = True) -> None:
     """A global-view program: dist-typed, no communication (that belongs to rank programs)."""
     for op in prog.walk():
         if is_comm(op):
             raise _at(prog, op, f"SERIAL is already lowered: '{op.name}' communicates; give the global-view "
                                 "program (before partition, or the program with dist_op.reshard)")
-    if not any(isinstance(r.type, DistTensorType) for op in prog.walk() for r in op.results):
+    if need_dist and not any(isinstance(r.type, DistTensorType) for op in prog.walk() for r in op.results):
         raise _at(prog, prog.ops[0] if prog.ops else None,
                   "SERIAL has no dist types: it does not say how its values are laid out over ranks")
 
@@ -70,10 +74,14 @@ def load_ranks(pattern: str, ranks: list[int]) -> dict[int, Program]:
 
 
 def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol: float, atol: float,
-               label: str = "verify") -> StepReport:
-    """verify_step with a progress bar over ranks and ops when stderr is a terminal."""
+               label: str = "verify", layouts: Mapping | None = None) -> StepReport:
+    """The proof (a step, a one-reshard program, or startup programs when ``layouts`` are given)
+    with a progress bar over ranks and ops when stderr is a terminal."""
     total = len(serial.ops) + sum(len(p.ops) for p in progs.values())
-    fn = verify_reshard_step if is_one_reshard(serial) else verify_step
+    if layouts is not None:
+        fn: Callable = functools.partial(verify_startup, layouts=layouts)
+    else:
+        fn = verify_reshard_step if is_one_reshard(serial) else verify_step
     if not sys.stderr.isatty():
         return fn(serial, progs, seed=seed, rtol=rtol, atol=atol)
     from rich.progress import Progress
@@ -130,9 +138,9 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
         reports = [("main", run_verify(sprog, progs, seed=seed, rtol=rtol, atol=atol))]
         if startup is not None:
             st = load(startup)
-            check_serial(st)
-            sranks = program_ranks(st) or ranks
-            sprogs = {r: load(startup_ranks.replace("{rank}", str(r))) for r in sranks}
-            reports.append(("startup", run_verify(st, sprogs, seed=seed, rtol=rtol, atol=atol, label="startup")))
+            check_serial(st, need_dist=False)
+            sprogs = {r: load(startup_ranks.replace("{rank}", str(r))) for r in ranks}
+            reports.append(("startup", run_verify(st, sprogs, seed=seed, rtol=rtol, atol=atol, label="startup",
+                                                  layouts=program_layouts(progs))))
         status = report_out(reports, as_json)
     sys.exit(status)

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from .layout import expected_piece, layout_groups
-from .reshard import final_value
-from .scheduler import simulate_ranks, simulate_serial
-from .values import NoKernel, RankValues, SimulationError, attr, np_dtype
+from .values import SimulationError, attr, np_dtype
 from ...ir.core import Operation, Program, Value
+from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
 
 # in-place ops: result index -> the operand it overwrites (by operand count where signatures differ)
@@ -234,7 +233,7 @@ def _errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     return float(d.max()), float(rel.max())
 
 
-class _Compare:
+class Compare:
     """Checks rank values against pieces of serial values and keeps the statistics."""
 
     def __init__(self, report: StepReport) -> None:
@@ -253,9 +252,10 @@ class _Compare:
             bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=self.r.rtol, atol=self.r.atol))
         return ok, a, rel
 
-    def value(self, want: np.ndarray, found: Mapping[int, tuple[Value, object]]) -> tuple[int, float, float, str] | None:
+    def value(self, want: np.ndarray, found: Mapping[int, tuple[Value, object]],
+              layout: TensorDistAttr | None = None) -> tuple[int, float, float, str] | None:
         """``found``: rank -> (its Value, its local array).  The first rank (and errors) whose
-        piece is wrong, or None."""
+        piece is wrong, or None.  A dense-typed value is taken as ``layout`` (else whole)."""
         partial: dict = {}
         for r in sorted(found):
             v, x = found[r]
@@ -270,6 +270,10 @@ class _Compare:
                     partial.setdefault(d, {})[r] = x
                     continue
                 piece = expected_piece(want, d, r) if d.dims_mapping and tuple(want.shape) == tuple(t.shape) else want
+            elif layout is not None and not layout.partial:
+                if r not in layout.mesh.process_ids:
+                    continue
+                piece = expected_piece(want, layout, r)
             else:
                 piece = want
             ok, a, rel = self.close(x, piece)
@@ -290,155 +294,3 @@ class _Compare:
         return None
 
 
-# ------------------------------------------------------------------------------------ the proof
-def _role(op: Operation) -> int:
-    r = attr(op, "op_role", 0)
-    return int(r) if r is not None else 0
-
-
-def _trace(serial: Program, sv: RankValues, programs: Mapping[int, Program], rv: Mapping[int, RankValues],
-           rtol: float, atol: float) -> Divergence | None:
-    """The earliest paired forward/optimizer op whose result is not its piece of the serial one."""
-    by_name: dict[str, list[Operation]] = {}
-    for op in serial.ops:
-        by_name.setdefault(op.name, []).append(op)
-    cmp = _Compare(StepReport([], rtol, atol))
-    best: tuple[int, int, Divergence] | None = None
-    for r, prog in sorted(programs.items()):
-        mine: dict[str, list[Operation]] = {}
-        for op in prog.ops:
-            mine.setdefault(op.name, []).append(op)
-        pos = {op: i for i, op in enumerate(prog.ops)}
-        pairs = [(rop, sop) for name, rops in mine.items() if len(by_name.get(name, ())) == len(rops)
-                 for rop, sop in zip(rops, by_name[name])]
-        pairs.sort(key=lambda p: pos[p[0]])
-        for rop, sop in pairs:
-            if best is not None and pos[rop] >= best[0]:
-                break
-            if _role(rop) not in (0, 2) or rop.num_results != sop.num_results:
-                continue
-            for i, res in enumerate(rop.results):
-                want, got = sv.get_value(sop.results[i]), rv[r].get_value(res)
-                if not isinstance(want, np.ndarray) or not isinstance(got, np.ndarray):
-                    continue
-                t = res.type
-                if isinstance(t, DistTensorType) and t.dist.partial:
-                    continue
-                bad = cmp.value(want, {r: (res, got)})
-                if bad is not None:
-                    _, a, rel, msg = bad
-                    d = Divergence(r, rop, msg or f"result {i} is not its piece of the serial value", _vname(res),
-                                   a, rel, prog.filename)
-                    best = (pos[rop], r, d)
-                    break
-    return None if best is None else best[2]
-
-
-def _vname(v: Value) -> str:
-    return f"%{v.name}" if v.name is not None else f"result {v.index}"
-
-
-def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
-                atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
-    """Run ``serial`` and every rank of ``programs`` on the same seeded inputs and compare what the
-    step leaves behind (see the module docstring).  Raises nothing for a wrong program: the
-    report's :attr:`StepReport.status` says 0 (equal), 1 (divergence) or 3 (no kernel)."""
-    report = StepReport(sorted(programs), rtol, atol)
-    inputs = make_inputs(serial, seed)
-    for r, prog in sorted(programs.items()):
-        for op in prog.ops:
-            n = input_name(op)
-            if n is not None and n not in inputs:
-                report.divergence = Divergence(r, op, f"input {n!r} does not exist in the serial program",
-                                               filename=prog.filename)
-                return report
-
-    def failed(e: SimulationError, files: Mapping[int, str | None], serial_run: bool) -> StepReport:
-        d = Divergence(None if serial_run else e.rank, e.op, e.message,
-                       filename=files.get(e.rank) if e.rank is not None else None)
-        if d.filename is None and e.op is not None:
-            d.filename = next((f for r, f in files.items() if e.op in set(programs[r].ops)), None) \
-                if not serial_run else serial.filename
-        if isinstance(e, NoKernel):
-            report.no_kernel = d
-        else:
-            report.divergence = d
-        return report
-
-    try:
-        sv = simulate_serial(serial, inputs, progress=progress)
-    except SimulationError as e:
-        return failed(e, {0: serial.filename}, True)
-    try:
-        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
-    except SimulationError as e:
-        return failed(e, {r: p.filename for r, p in programs.items()}, False)
-    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
-    sstate = step_state(serial)
-    rstate = {r: step_state(p) for r, p in programs.items()}
-    cmp = _Compare(report)
-    first: Divergence | None = None
-    for name, v in sstate.items():
-        want = sv.get_value(v)
-        if not isinstance(want, np.ndarray):
-            continue
-        found = {r: (st[name], rv[r].get_value(st[name])) for r, st in rstate.items() if name in st}
-        if not found:
-            report.notes.append(f"{name}: no rank program has it")
-            continue
-        bad = cmp.value(want, found)
-        if bad is not None and first is None:
-            r, a, rel, msg = bad
-            val = found[r][0]
-            op = val.owner if hasattr(val, "owner") else None
-            first = Divergence(r, op, msg or f"{name} after the step is not its piece of the serial value",
-                               name, a, rel, programs[r].filename)
-    if first is not None:
-        report.divergence = _trace(serial, sv, programs, rv, rtol, atol) or first
-        if report.divergence is not first:
-            report.notes.append(f"first wrong value left by the step: {first.value} on rank {first.rank}")
-    return report
-
-
-def is_one_reshard(prog: Program) -> bool:
-    """``data`` + ``shard_tensor`` + ``dist_op.reshard`` (and constants): a one-reshard program."""
-    names = {op.name for op in prog.ops}
-    return "dist_op.reshard" in names and names <= {"pd_op.data", "dist_op.shard_tensor", "dist_op.reshard",
-                                                    "pd_op.full", "pd_op.full_int_array", "builtin.shadow_output"}
-
-
-def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
-                        atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
-    """A one-reshard SERIAL: every destination rank's final value must be its piece of the
-    reshard's result (the input itself) under the destination layout."""
-    report = StepReport(sorted(programs), rtol, atol)
-    rs = [op for op in serial.ops if op.name == "dist_op.reshard"][-1]
-    dst = rs.results[0].type.dist if isinstance(rs.results[0].type, DistTensorType) else None
-    inputs = make_inputs(serial, seed)
-    try:
-        sv = simulate_serial(serial, inputs, progress=progress)
-        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
-    except SimulationError as e:
-        d = Divergence(e.rank, e.op, e.message,
-                       filename=programs[e.rank].filename if e.rank in programs else serial.filename)
-        if isinstance(e, NoKernel):
-            report.no_kernel = d
-        else:
-            report.divergence = d
-        return report
-    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
-    want = sv.get_value(rs.results[0])
-    found = {}
-    for r in (dst.mesh.process_ids if dst is not None else sorted(programs)):
-        v = final_value(programs[r], r, rv[r], dst) if r in programs else None
-        if v is None:
-            report.divergence = Divergence(r, None, "no result value on this rank", filename=None)
-            return report
-        found[r] = (v, rv[r].get_value(v))
-    bad = _Compare(report).value(np.asarray(want), found)
-    if bad is not None:
-        r, a, rel, msg = bad
-        v = found[r][0]
-        report.divergence = Divergence(r, v.owner, msg or "the reshard's result is not its piece of the input",
-                                       _vname(v), a, rel, programs[r].filename)
-    return report

@@ -17,8 +17,13 @@ from ....ir.types import DistTensorType
 @kernel("pd_op.full")
 def full(rt, op, vals):
     dtype = np_dtype(str(attr(op, "dtype", "float32")))
-    # used as written: dist2dense patches data and reshape shapes only, not full's
+    # used as written: dist2dense patches data and reshape shapes only, not full's; startup
+    # programs are run with ``shapes_from_types`` (an initializer fills its declared shape)
     shape = tuple(int(s) for s in (attr(op, "shape", []) or []))
+    if rt.sim.shapes_from_types:
+        want = rt.local_shape(op.results[0].type)
+        if want is not None and all(d >= 0 for d in want):
+            shape = tuple(want)
     return [np.full(shape, attr(op, "value", 0), dtype=dtype)]
 
 

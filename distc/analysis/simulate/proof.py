@@ -1,0 +1,216 @@
+"""The proofs: :func:`verify_step` (a whole training step), :func:`verify_reshard_step` (a
+one-reshard program), :func:`verify_startup` (startup programs: each rank's initial parameters and
+optimizer states are its piece of what the serial startup program makes).  See :mod:`.step` for
+inputs, what a step leaves behind, and how values are compared."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .reshard import final_value
+from .scheduler import simulate_ranks, simulate_serial
+from .step import Divergence, StepReport, Compare, input_name, make_inputs, step_state
+from .values import NoKernel, RankValues, SimulationError, attr
+from ...ir.core import Operation, Program, Value
+from ...ir.dist import TensorDistAttr
+from ...ir.types import DistTensorType
+
+
+def _role(op: Operation) -> int:
+    r = attr(op, "op_role", 0)
+    return int(r) if r is not None else 0
+
+
+def _trace(serial: Program, sv: RankValues, programs: Mapping[int, Program], rv: Mapping[int, RankValues],
+           rtol: float, atol: float) -> Divergence | None:
+    """The earliest paired forward/optimizer op whose result is not its piece of the serial one."""
+    by_name: dict[str, list[Operation]] = {}
+    for op in serial.ops:
+        by_name.setdefault(op.name, []).append(op)
+    cmp = Compare(StepReport([], rtol, atol))
+    best: tuple[int, int, Divergence] | None = None
+    for r, prog in sorted(programs.items()):
+        mine: dict[str, list[Operation]] = {}
+        for op in prog.ops:
+            mine.setdefault(op.name, []).append(op)
+        pos = {op: i for i, op in enumerate(prog.ops)}
+        pairs = [(rop, sop) for name, rops in mine.items() if len(by_name.get(name, ())) == len(rops)
+                 for rop, sop in zip(rops, by_name[name])]
+        pairs.sort(key=lambda p: pos[p[0]])
+        for rop, sop in pairs:
+            if best is not None and pos[rop] >= best[0]:
+                break
+            if _role(rop) not in (0, 2) or rop.num_results != sop.num_results:
+                continue
+            for i, res in enumerate(rop.results):
+                want, got = sv.get_value(sop.results[i]), rv[r].get_value(res)
+                if not isinstance(want, np.ndarray) or not isinstance(got, np.ndarray):
+                    continue
+                t = res.type
+                if isinstance(t, DistTensorType) and t.dist.partial:
+                    continue
+                bad = cmp.value(want, {r: (res, got)})
+                if bad is not None:
+                    _, a, rel, msg = bad
+                    d = Divergence(r, rop, msg or f"result {i} is not its piece of the serial value", _vname(res),
+                                   a, rel, prog.filename)
+                    best = (pos[rop], r, d)
+                    break
+    return None if best is None else best[2]
+
+
+def _vname(v: Value) -> str:
+    return f"%{v.name}" if v.name is not None else f"result {v.index}"
+
+
+def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
+                atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
+    """Run ``serial`` and every rank of ``programs`` on the same seeded inputs and compare what the
+    step leaves behind (see the module docstring).  Raises nothing for a wrong program: the
+    report's :attr:`StepReport.status` says 0 (equal), 1 (divergence) or 3 (no kernel)."""
+    report = StepReport(sorted(programs), rtol, atol)
+    inputs = make_inputs(serial, seed)
+    for r, prog in sorted(programs.items()):
+        for op in prog.ops:
+            n = input_name(op)
+            if n is not None and n not in inputs:
+                report.divergence = Divergence(r, op, f"input {n!r} does not exist in the serial program",
+                                               filename=prog.filename)
+                return report
+
+    def failed(e: SimulationError, files: Mapping[int, str | None], serial_run: bool) -> StepReport:
+        d = Divergence(None if serial_run else e.rank, e.op, e.message,
+                       filename=files.get(e.rank) if e.rank is not None else None)
+        if d.filename is None and e.op is not None:
+            d.filename = next((f for r, f in files.items() if e.op in set(programs[r].ops)), None) \
+                if not serial_run else serial.filename
+        if isinstance(e, NoKernel):
+            report.no_kernel = d
+        else:
+            report.divergence = d
+        return report
+
+    try:
+        sv = simulate_serial(serial, inputs, progress=progress)
+    except SimulationError as e:
+        return failed(e, {0: serial.filename}, True)
+    try:
+        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
+    except SimulationError as e:
+        return failed(e, {r: p.filename for r, p in programs.items()}, False)
+    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
+    sstate = step_state(serial)
+    rstate = {r: step_state(p) for r, p in programs.items()}
+    cmp = Compare(report)
+    first: Divergence | None = None
+    for name, v in sstate.items():
+        want = sv.get_value(v)
+        if not isinstance(want, np.ndarray):
+            continue
+        found = {r: (st[name], rv[r].get_value(st[name])) for r, st in rstate.items() if name in st}
+        if not found:
+            report.notes.append(f"{name}: no rank program has it")
+            continue
+        bad = cmp.value(want, found)
+        if bad is not None and first is None:
+            r, a, rel, msg = bad
+            val = found[r][0]
+            op = val.owner if hasattr(val, "owner") else None
+            first = Divergence(r, op, msg or f"{name} after the step is not its piece of the serial value",
+                               name, a, rel, programs[r].filename)
+    if first is not None:
+        report.divergence = _trace(serial, sv, programs, rv, rtol, atol) or first
+        if report.divergence is not first:
+            report.notes.append(f"first wrong value left by the step: {first.value} on rank {first.rank}")
+    return report
+
+
+def is_one_reshard(prog: Program) -> bool:
+    """``data`` + ``shard_tensor`` + ``dist_op.reshard`` (and constants): a one-reshard program."""
+    names = {op.name for op in prog.ops}
+    return "dist_op.reshard" in names and names <= {"pd_op.data", "dist_op.shard_tensor", "dist_op.reshard",
+                                                    "pd_op.full", "pd_op.full_int_array", "builtin.shadow_output"}
+
+
+def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
+                        atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
+    """A one-reshard SERIAL: every destination rank's final value must be its piece of the
+    reshard's result (the input itself) under the destination layout."""
+    report = StepReport(sorted(programs), rtol, atol)
+    rs = [op for op in serial.ops if op.name == "dist_op.reshard"][-1]
+    dst = rs.results[0].type.dist if isinstance(rs.results[0].type, DistTensorType) else None
+    inputs = make_inputs(serial, seed)
+    try:
+        sv = simulate_serial(serial, inputs, progress=progress)
+        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
+    except SimulationError as e:
+        d = Divergence(e.rank, e.op, e.message,
+                       filename=programs[e.rank].filename if e.rank in programs else serial.filename)
+        if isinstance(e, NoKernel):
+            report.no_kernel = d
+        else:
+            report.divergence = d
+        return report
+    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
+    want = sv.get_value(rs.results[0])
+    found = {}
+    for r in (dst.mesh.process_ids if dst is not None else sorted(programs)):
+        v = final_value(programs[r], r, rv[r], dst) if r in programs else None
+        if v is None:
+            report.divergence = Divergence(r, None, "no result value on this rank", filename=None)
+            return report
+        found[r] = (v, rv[r].get_value(v))
+    bad = Compare(report).value(np.asarray(want), found)
+    if bad is not None:
+        r, a, rel, msg = bad
+        v = found[r][0]
+        report.divergence = Divergence(r, v.owner, msg or "the reshard's result is not its piece of the input",
+                                       _vname(v), a, rel, programs[r].filename)
+    return report
+
+
+def program_layouts(programs: Mapping[int, Program]) -> dict[str, TensorDistAttr]:
+    """``name -> layout`` of every named dist-typed input of the (main) rank programs."""
+    out: dict[str, TensorDistAttr] = {}
+    for _, prog in sorted(programs.items()):
+        for op in prog.ops:
+            n = input_name(op)
+            if n is not None and n not in out and isinstance(op.results[0].type, DistTensorType):
+                out[n] = op.results[0].type.dist
+    return out
+
+
+def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Mapping[str, TensorDistAttr], *,
+                   seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8,
+                   progress: Callable[[int], None] | None = None) -> StepReport:
+    """Each rank's startup program must leave every parameter and optimizer state (by name) as its
+    piece, under ``layouts`` (the main rank programs' layouts) or its own dist type, of what the
+    serial startup program makes.  Initializers fill the shape their result type declares
+    (Paddle's per-rank startup programs keep the global ``shape`` attribute)."""
+    report = StepReport(sorted(programs), rtol, atol)
+    try:
+        sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True)
+        rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True)
+    except SimulationError as e:
+        d = Divergence(e.rank, e.op, e.message,
+                       filename=programs[e.rank].filename if e.rank in programs else serial.filename)
+        setattr(report, "no_kernel" if isinstance(e, NoKernel) else "divergence", d)
+        return report
+    report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
+    cmp = Compare(report)
+    rstate = {r: step_state(p) for r, p in programs.items()}
+    for name, v in step_state(serial).items():
+        want = sv.get_value(v)
+        if not isinstance(want, np.ndarray):
+            continue
+        found = {r: (st[name], rv[r].get_value(st[name])) for r, st in rstate.items() if name in st}
+        bad = cmp.value(want, found, layouts.get(name))
+        if bad is not None:
+            r, a, rel, msg = bad
+            val = found[r][0]
+            report.divergence = Divergence(r, val.owner, msg or f"{name} is not its piece of the serial value",
+                                           name, a, rel, programs[r].filename)
+            break
+    return report
