@@ -130,9 +130,12 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
 @click.option("--explain", is_flag=True, help="print the passes run and what they decided on stderr")
 @click.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
 @click.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
+@click.option("--verify", "prove", is_flag=True, help="build every rank's program (and startup program) and "
+              "prove them against MAIN with the simulator (see distc verify); nothing is written if they differ")
 def command(main_file: str, output: str | None, stage: int, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
-            startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool) -> None:
+            startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
+            prove: bool) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1."""
     from ..passes import load_passes
 
@@ -167,6 +170,8 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
             if known and rank not in known:
                 raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
                                       f"{', '.join(map(str, known))})", filename=prog.filename)
+        if prove:
+            _prove(main_file, startup, stage, axis, dims, output if many else None)
         sh = _prepare(prog, main_file, startup, stage, axis, dims, annotate_only, verify_each)
         if many:
             results = run_ranks(sh, ranks, jobs, output, startup_out,
@@ -282,3 +287,26 @@ def _explain(sh: _Shared, results: dict[int, RankResult]) -> None:
         con.print("every rank:", markup=False)
         for n in sh.notes:
             con.print("  " + n, markup=False)
+
+
+def _prove(main_file: str, startup: str | None, stage: int, axis: str | None, dims: tuple[str, ...],
+           pattern: str | None) -> None:
+    """``--verify``: every rank's program from a fresh copy of MAIN, proven against MAIN."""
+    import sys
+
+    from .verify import verify_built
+
+    serial = load(main_file)
+    sh = _prepare(load(main_file), main_file, startup, stage, axis, dims, False, False)
+
+    def build(rank: int) -> tuple[str, str | None]:
+        one = _Shared(sh.main_file, sh.prog.clone(), PassContext(), sh.before, sh.after, sh.layouts, [], sh.startup,
+                      sh.sprog.clone() if sh.sprog is not None else None)
+        res = _lower(one, rank, False, False, False)
+        return res.text, res.startup_text
+
+    names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
+        (lambda r: f"<rank {r} of {main_file}>")
+    status = verify_built(serial, build, startup=load(startup) if startup else None, names=names)
+    if status:
+        sys.exit(status)

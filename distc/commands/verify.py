@@ -92,18 +92,18 @@ def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol
         return fn(serial, progs, seed=seed, rtol=rtol, atol=atol, progress=step)
 
 
-def report_out(reports: list[tuple[str, StepReport]], as_json: bool) -> int:
+def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool = False) -> int:
     """Print the reports (text or one JSON document) and return the exit status: the worst one."""
     status = max((r.status for _, r in reports), key=lambda s: (s == 1, s == EXIT_NO_KERNEL, s))
     if as_json:
         doc = {name: r.as_dict() for name, r in reports}
         doc["exit"] = status
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        click.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
     else:
         for name, r in reports:
-            click.echo(f"{name}: {r.summary()}")
+            click.echo(f"{name}: {r.summary()}", err=err)
             for n in r.notes:
-                click.echo(f"  note: {n}")
+                click.echo(f"  note: {n}", err=err)
     return status
 
 
@@ -144,3 +144,25 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
                                                   layouts=program_layouts(progs))))
         status = report_out(reports, as_json)
     sys.exit(status)
+
+
+def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]], *, startup: Program | None = None,
+                 names: Callable[[int], str] = lambda r: f"<rank {r}>", seed: int = 0, rtol: float = 1e-6,
+                 atol: float = 1e-8) -> int:
+    """``shard --verify`` / ``reshard --verify``: ``build(rank)`` gives a rank's printed program
+    (and startup program); each is re-read (so reports point into the printed text) and proven
+    against ``serial``.  The report goes to stderr; returns the exit status."""
+    from ..syntax.parser import parse
+
+    check_serial(serial)
+    progs, sprogs = {}, {}
+    for r in program_ranks(serial):
+        text, stext = build(r)
+        progs[r] = parse(text, names(r))
+        if stext is not None:
+            sprogs[r] = parse(stext, names(r) + " (startup)")
+    reports = [("verify", run_verify(serial, progs, seed=seed, rtol=rtol, atol=atol))]
+    if startup is not None:
+        reports.append(("verify startup", run_verify(startup, sprogs, seed=seed, rtol=rtol, atol=atol,
+                                                     label="startup", layouts=program_layouts(progs))))
+    return report_out(reports, False, err=True)
