@@ -284,12 +284,10 @@ def test_bytes_moved():
 
 def test_cost_from_records_and_from_scan_agree():
     p, res = lowered("s0,s1", "s1,s0", rank=0, mesh=M22, shape=(8, 12))
-    from distc.analysis.cost import record_dict
-
-    recs = [record_dict(r) for r in res.records]
+    recs = res.records
     scan = collectives_in(p, 0, rings={v: k for k, v in res.rings.groups.items()})
-    assert [(c["kind"], c["ranks"], c["moved"]) for c in recs] == [(c.kind, c.ranks, c.moved) for c in scan]
-    assert [c["moved"] for c in recs] == [4 * 6 * 4, 4 * 12 * 4]
+    assert [(c.kind, c.ranks, c.moved) for c in recs] == [(c.kind, c.ranks, c.moved) for c in scan]
+    assert [c.moved for c in recs] == [4 * 6 * 4, 4 * 12 * 4]
     assert summarize(recs)["moved"] == 96 + 192
 
 

@@ -1,7 +1,7 @@
 """Per-rank memory of what an optimizer update touches: parameters, gradients, optimizer states.
 
 :func:`optimizer_memory` reads the optimizer ops of a distributed program (the table in
-:mod:`distc.passes.shard_optimizer`) and sizes every value by the piece one rank holds
+:mod:`distc.dialects.optimizers`) and sizes every value by the piece one rank holds
 (Paddle's split: ``ceil(n/p)`` elements a rank, the last ones hold less; partial values are
 full size).  Running it before and after ``shard-optimizer`` gives the ZeRO saving.
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
+from ..dialects import ops
+from ..dialects.optimizers import BETA_POW, GRAD, MASTER, PARAM, STATE, optimizer_sig, param_name
 from ..ir.core import Program, Value
 from ..ir.types import DTYPE_BYTES, DistTensorType, DenseTensorType
 
@@ -78,7 +80,7 @@ class MemoryReport:
 def _source(v: Value | None) -> Value | None:
     """Look through reshards the partition pass put in front of the update."""
     seen = 0
-    while v is not None and v.owner is not None and v.owner.name == "dist_op.reshard" and seen < 8:
+    while v is not None and v.owner is not None and v.owner.name == ops.RESHARD and seen < 8:
         v = v.owner.operand(0)
         seen += 1
     return v
@@ -95,8 +97,6 @@ OptimizerOperands = list[tuple[str, str, list[tuple[str, str, object]]]]
 def optimizer_operands(prog: Program) -> OptimizerOperands:
     """What :func:`optimizer_memory` sizes, as (immutable) types: a snapshot that stays valid
     while passes retype the values, so one walk serves every rank."""
-    from ..passes.shard_optimizer import BETA_POW, GRAD, MASTER, PARAM, STATE, _param_name, optimizer_sig
-
     out: OptimizerOperands = []
     for op in prog.walk():
         sig = optimizer_sig(op)
@@ -111,13 +111,11 @@ def optimizer_operands(prog: Program) -> OptimizerOperands:
             elif role not in (STATE, MASTER, BETA_POW) or v is None:
                 continue
             ents.append((role, name, v.type if v is not None else None))
-        out.append((_param_name(p) if p is not None else "?", op.name, ents))
+        out.append((param_name(p) if p is not None else "?", op.name, ents))
     return out
 
 
 def memory_of(ops: OptimizerOperands, rank: int) -> MemoryReport:
-    from ..passes.shard_optimizer import GRAD, PARAM
-
     rep = MemoryReport(rank)
     for pname, opname, ents in ops:
         row = ParamMemory(pname, opname)

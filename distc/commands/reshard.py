@@ -16,6 +16,7 @@ import re
 
 import click
 
+from ..dialects import ops
 from ..driver import err_console, read_text, reporting, write_output, check_output
 from ..syntax.diagnostics import DiagnosticError
 
@@ -181,13 +182,13 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype):
 
 def _one_reshard(prog) -> bool:
     names = [op.name for op in prog.walk()]
-    return names.count("dist_op.reshard") == 1 and "dist_op.shard_tensor" in names
+    return names.count(ops.RESHARD) == 1 and ops.SHARD_TENSOR in names
 
 
 def _ranks_of(prog) -> list[int]:
     ranks: set[int] = set()
     for op in prog.walk():
-        if op.name == "dist_op.reshard":
+        if op.name == ops.RESHARD:
             for v in (op.operand(0), op.results[0]):
                 d = v.dist_attr if v is not None else None
                 if d is not None:
@@ -260,14 +261,14 @@ def _summary(con, ctxs: dict, before) -> None:
         total[r] = 0
         for c in ctx.collectives:
             n += 1
-            total[r] += c["moved"]
-            shape = "x".join(map(str, c["local_shape"])) or "scalar"
-            buf = f"{shape}x{c['dtype']} ({human_bytes(c['nbytes'])})"
-            sent = human_bytes(c["moved"])
-            if not c.get("runs", True):
+            total[r] += c.moved
+            shape = "x".join(map(str, c.local_shape)) or "scalar"
+            buf = f"{shape}x{c.dtype} ({human_bytes(c.nbytes)})"
+            sent = human_bytes(c.moved)
+            if not c.runs:
                 buf, sent = "(rank not in group)", "-"
-            cells = [c["op"].split(".", 1)[-1], "[" + ",".join(map(str, c["ranks"])) + "]", str(c["ring_id"]), buf,
-                     sent, c.get("function", "")]
+            cells = [c.op.split(".", 1)[-1], "[" + ",".join(map(str, c.ranks)) + "]", str(c.ring_id), buf,
+                     sent, c.function]
             if several:
                 cells.insert(0, str(r))
             table.add_row(*(Text(x) for x in cells))

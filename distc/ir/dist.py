@@ -97,7 +97,18 @@ class Placement:
     def __repr__(self) -> str:
         return str(self)
 
+    def is_shard(self, dim: int | None = None) -> bool:
+        """``Shard`` (on tensor axis ``dim`` if given), as Paddle's ``Placement.is_shard``."""
+        return self.kind == "S" and (dim is None or self.dim == dim)
+
+    def is_partial(self) -> bool:
+        return self.kind == "P"
+
+    def is_replicate(self) -> bool:
+        return self.kind == "R"
+
     def short(self) -> str:
+        """The short name the explorer and reports use: ``s1``, ``r``, ``p``, ``p:avg``."""
         if self.kind == "S":
             return f"s{self.dim}"
         if self.kind == "P":
@@ -262,6 +273,28 @@ class TensorDistAttr:
 
     def __str__(self) -> str:
         return self.format()
+
+    def short_name(self) -> str:
+        """``s1 on [0,1]``, ``p,s1 on [[0,1],[2,3]]``: placements (short names) and mesh."""
+        return layout_name(self)
+
+
+def mesh_text(mesh: ProcessMesh) -> str:
+    """``[0,1]``, ``[[0,1],[2,3]]``: the mesh as nested lists."""
+    ids = list(mesh.process_ids)
+
+    def nest(shape, flat):
+        if len(shape) <= 1:
+            return "[" + ",".join(map(str, flat)) + "]"
+        step = len(flat) // shape[0]
+        return "[" + ",".join(nest(shape[1:], flat[i * step:(i + 1) * step]) for i in range(shape[0])) + "]"
+
+    return nest(list(mesh.shape), ids)
+
+
+def layout_name(a: TensorDistAttr) -> str:
+    """The one short-name formatter of a layout: ``s1 on [0,1]``, ``p,s1 on [[0,1],[2,3]]``."""
+    return ",".join(p.short() for p in a.placements) + " on " + mesh_text(a.mesh)
 
 
 _TDA_FIELDS = frozenset({"mesh", "dims_mapping", "partial", "form", "placements_shown", "given"})

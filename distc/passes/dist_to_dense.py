@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dialects import collectives as C
+from ..dialects import ops
 from ..ir import attrs as A
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program
 from ..ir.types import DenseTensorType, DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 
-COMM_OPS = {"pd_op.all_gather", "pd_op.reduce_scatter", "pd_op.c_allgather", "pd_op.c_reducescatter"}
-ALLREDUCE_OPS = {"pd_op.all_reduce", "pd_op.all_reduce_"}
-C_ALLREDUCE_OPS = {"pd_op.c_allreduce_sum_", "pd_op.c_allreduce_max_", "pd_op.c_allreduce_sum",
-                   "pd_op.c_allreduce_max"}
+COMM_OPS = {C.PD_ALL_GATHER, C.PD_REDUCE_SCATTER, C.C_ALLGATHER, C.C_REDUCESCATTER}
+ALLREDUCE_OPS = {C.PD_ALL_REDUCE, C.PD_ALL_REDUCE_}
+C_ALLREDUCE_OPS = {C.C_ALLREDUCE_SUM_, C.C_ALLREDUCE_MAX_, C.C_ALLREDUCE_SUM, C.C_ALLREDUCE_MAX}
 
 
 def local_type(t, mk: Maker):
@@ -67,17 +68,17 @@ def dist_to_dense_block(block: Block, mk: Maker, stats: dict) -> list[Operation]
             t = local_type(r.type, mk)
             if t != r.type:
                 r.type = t
-        if op.name == "pd_op.data" and op.results and isinstance(op.results[0].type, DenseTensorType):
+        if op.name == ops.DATA and op.results and isinstance(op.results[0].type, DenseTensorType):
             shape = op.results[0].type.shape
             old = op.attr("shape")
             new = _int_array_like(old, shape, mk)
             if str(new) != str(old):
                 op.set_attr("shape", new)
-        elif op.name == "pd_op.reshape" and op.num_operands > 1:
+        elif op.name == ops.RESHAPE and op.num_operands > 1:
             sv = op.operand(1)
             prev = sv.owner if sv is not None else None
             rt = op.results[0].type
-            if prev is not None and prev.name == "pd_op.full_int_array" and isinstance(rt, DenseTensorType):
+            if prev is not None and prev.name == ops.FULL_INT_ARRAY and isinstance(rt, DenseTensorType):
                 prev.set_attr("value", mk.i64s(rt.shape))
         chunk = -1
         d = op.dist_attr
@@ -106,14 +107,14 @@ def remove_unuseful_comm_ops(block: Block, single: list[Operation]) -> int:
             op.erase()
             n += 1
             continue
-        if op.name == "pd_op.share_data_":
+        if op.name == ops.SHARE_DATA_:
             src = op.operand(0)
             if src is not None and len(src.uses) == 1:
                 op.results[0].replace_all_uses_with(src)
                 op.erase()
                 n += 1
             continue
-        if op.name == "pd_op.cast":
+        if op.name == ops.CAST:
             src = op.operand(0)
             st, rt = (src.type if src is not None else None), op.results[0].type
             if getattr(st, "dtype", None) is not None and getattr(st, "dtype", None) == getattr(rt, "dtype", None):

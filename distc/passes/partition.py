@@ -23,24 +23,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dialects import ops
+from ..dialects.optimizers import inplace_map
 from ..ir import attrs as A
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program, Value
 from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
-from .shard_optimizer import inplace_map
 from .sharding_util import (Cursor, chunk_id_of, dist_of, fail, make_reshard, op_role_attr, persistable,
                             same_layout, stop_gradient)
 
 # Paddle's partition_skip_op_list
 SKIP_OPS = {
-    "builtin.combine", "builtin.split", "pd_op.pylayer", "cf.yield", "cf.tuple_push", "cf.tuple_pop",
-    "cf.stack_create", "cf.has_elements",
+    ops.COMBINE, ops.BUILTIN_SPLIT, ops.PYLAYER, ops.CF_YIELD, ops.CF_TUPLE_PUSH, ops.CF_TUPLE_POP,
+    ops.CF_STACK_CREATE, ops.CF_HAS_ELEMENTS,
 }
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
 # before partition, distc lets them through
-SOURCE_OPS = {"dist_op.shard_tensor"}
+SOURCE_OPS = {ops.SHARD_TENSOR}
 
 
 def _nonempty(e) -> bool:
@@ -139,7 +140,7 @@ class _Partitioner:
         assert out.type is not None
         t = out.type
         assert isinstance(t, DistTensorType)
-        return self.mk.op("pd_op.assign_out_", [x, out], [t.with_dist(self.mk.restyle(xd))], attrs)  # type: ignore[arg-type]
+        return self.mk.op(ops.ASSIGN_OUT_, [x, out], [t.with_dist(self.mk.restyle(xd))], attrs)  # type: ignore[arg-type]
 
     # -- 2. operands -------------------------------------------------------------------------
     def operands(self, op: Operation) -> None:
@@ -151,7 +152,7 @@ class _Partitioner:
             prev = op.operand(i)
             if prev is None:
                 continue
-            if isinstance(prev.type, VectorType) and prev.owner is not None and prev.owner.name == "builtin.combine":
+            if isinstance(prev.type, VectorType) and prev.owner is not None and prev.owner.name == ops.COMBINE:
                 new = self._combine(op, prev, want)
             elif isinstance(prev.type, VectorType):
                 raise fail(op, f"operand {i} of '{op.name}' is a tensor list not made by builtin.combine")
@@ -169,7 +170,7 @@ class _Partitioner:
         if pd is None or same_layout(pd, want):
             return prev
         po = prev.owner
-        if po is not None and po.name == "dist_op.reshard":
+        if po is not None and po.name == ops.RESHARD:
             src = po.operand(0)
             sd, rd = dist_of(src), dist_of(po.results[0])
             if src is not None and sd is not None and rd is not None and sd.mesh.ndim == rd.mesh.ndim:
@@ -195,7 +196,7 @@ class _Partitioner:
         role = op_role_attr(op)
         if role is not None:
             attrs["op_role"] = role
-        new = self.mk.op("builtin.combine", vals, [VectorType(tuple(v.type for v in vals if v is not None))],
+        new = self.mk.op(ops.COMBINE, vals, [VectorType(tuple(v.type for v in vals if v is not None))],
                          attrs)
         Cursor.before(op).insert(new)
         return new.result

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dialects import ops
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program
 from ..ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr, empty_dist_attr
@@ -95,15 +96,15 @@ class _Pruner:
             if op.parent is None:
                 continue
             name = op.name
-            if name == "cf.tuple_push":
+            if name == ops.CF_TUPLE_PUSH:
                 src = op.operand(0)
                 stack = src.owner if src is not None else None
                 if stack is not None and stack.num_results > 2 and not stack.results[2].uses:
                     self._erase(op)
                 continue
-            if name == "cf.yield":
+            if name == ops.CF_YIELD:
                 continue
-            if name == "pd_op.pylayer":
+            if name == ops.PYLAYER:
                 meshes = [o.dist_attr.mesh for region in op.regions for b in region.blocks for o in b.ops
                           if o.dist_attr is not None]
                 # a region with no dist attrs at all (a dense program) stays where it is
@@ -121,7 +122,7 @@ class _Pruner:
             d = op.dist_attr
             if d is not None and d.mesh.process_ids and self.rank not in d.mesh.process_ids:
                 self._erase(op)
-            elif name == "dist_op.reshard":
+            elif name == ops.RESHARD:
                 if op.results[0].uses:
                     raise fail(op, "a dist_op.reshard is still used; run the reshard pass before "
                                    "remove-other-rank")
@@ -131,7 +132,7 @@ class _Pruner:
 def merge_learning_rates(prog: Program) -> int:
     """Several ``learning_rate`` data ops (or parameters) become the last one."""
     n = 0
-    for opname, key in (("pd_op.data", "name"), ("builtin.parameter", "parameter_name")):
+    for opname, key in ((ops.DATA, "name"), (ops.PARAMETER, "parameter_name")):
         found = []
         for op in reversed(prog.block.ops):
             if op.name == opname:

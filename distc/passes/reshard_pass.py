@@ -20,7 +20,6 @@ class ReshardPass(ModulePass):
     coshard: bool = False  # lower co-sharded placements ([Shard(0), Shard(0)]) as nested splits
 
     def apply(self, prog, ctx: PassContext) -> None:
-        from ..analysis.cost import record_dict
         from .reshard import lower_program, ring_allocator
 
         if self.rank < 0 or self.ring_base < 0:
@@ -31,7 +30,7 @@ class ReshardPass(ModulePass):
         rings.reserved |= _ring_ids_in(prog) - set(rings.groups.values())
         res = lower_program(prog, self.rank, rings=rings, paddle_only=self.paddle,
                             enable=("x_coshard",) if self.coshard else ())
-        ctx.collectives.extend(record_dict(r) for r in res.records)
+        ctx.collectives.extend(res.records)
         ctx.notes.extend(res.notes)
         ctx.stats.setdefault("reshard_steps", []).extend(res.steps)
         ctx.stats["rank"] = self.rank

@@ -16,96 +16,27 @@ What Paddle 3.3.1 does (``api.py``: ``_ShardOptimizer._shard_accumulator``,
   in-place results (their types change too).  No reshard is inserted yet: the partition pass
   does that from the op's ``op_dist_attr``.
 
-The table below gives, for each optimizer op (and each operand count it has had), the role of
-every operand and which operand each result updates in place.  Paddle accepts only AdamW and SGD
-in ``shard_optimizer``; distc shards the other stateful optimizers the same way.
+The optimizer table (operand roles per op and arity, in-place results) is
+:mod:`distc.dialects.optimizers`.  Paddle accepts only AdamW and SGD in ``shard_optimizer``;
+distc shards the other stateful optimizers the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ..ir.builder import Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import REPLICATE, Placement, ProcessMesh, Shard, TensorDistAttr
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
+from ..dialects import ops
+from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map: re-exported for callers)
+    BETA_POW, GRAD, MASTER, OPTIMIZERS, PARAM, STATE, OptSig, inplace_map, looks_like_optimizer,
+    optimizer_sig, param_name,
+)
 from .base import ModulePass, PassContext, register
 from .sharding_util import Cursor, dist_of, fail, make_reshard, op_role_attr, same_layout
-
-# operand roles
-PARAM, GRAD, LR, STATE, BETA_POW, MASTER, SKIP, SCALAR = (
-    "param", "grad", "lr", "state", "beta_pow", "master", "skip_update", "scalar")
-
-
-class OptSig(NamedTuple):
-    """One signature of an optimizer op: operand roles (with names) and result -> operand."""
-
-    operands: tuple[tuple[str, str], ...]  # (role, name)
-    inplace: tuple[int, ...]  # result i updates operand inplace[i]
-    spmd: str  # "adam": merge param/grad/states/master; "sgd": param/grad elementwise only
-
-
-def _sig(operands: str, inplace: tuple[int, ...], spmd: str = "adam") -> OptSig:
-    out = []
-    for item in operands.split():
-        name, role = item.split(":")
-        out.append((role, name))
-    return OptSig(tuple(out), inplace, spmd)
-
-
-_ADAM13 = _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state moment2_max:state "
-               "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master skip_update:skip_update "
-               "beta1:scalar beta2:scalar epsilon:scalar", (0, 3, 4, 5, 6, 7, 8))
-_ADAM12 = _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state "
-               "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master skip_update:skip_update "
-               "beta1:scalar beta2:scalar epsilon:scalar", (0, 3, 4, 5, 6, 7))
-
-# (op name, operand count) -> signature.  12-operand adam(w)_ is the 2024 one (no moment2_max).
-OPTIMIZERS: dict[tuple[str, int], OptSig] = {
-    ("pd_op.adamw_", 13): _ADAM13,
-    ("pd_op.adamw_", 12): _ADAM12,
-    ("pd_op.adam_", 13): _ADAM13,
-    ("pd_op.adam_", 12): _ADAM12,
-    ("pd_op.sgd_", 4): _sig("param:param learning_rate:lr grad:grad master_param:master", (0, 3), "sgd"),
-    ("pd_op.momentum_", 5): _sig("param:param grad:grad velocity:state learning_rate:lr "
-                                 "master_param:master", (0, 2, 4)),
-    ("pd_op.lamb_", 9): _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state "
-                             "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master "
-                             "skip_update:skip_update", (0, 3, 4, 5, 6, 7)),
-    ("pd_op.adagrad_", 5): _sig("param:param grad:grad moment:state learning_rate:lr master_param:master",
-                                (0, 2, 4)),
-    ("pd_op.rmsprop_", 7): _sig("param:param mean_square:state grad:grad moment:state learning_rate:lr "
-                                "mean_grad:state master_param:master", (0, 3, 1, 5, 6)),
-    ("pd_op.adamax_", 7): _sig("param:param grad:grad learning_rate:lr moment:state inf_norm:state "
-                               "beta1_pow:beta_pow master_param:master", (0, 3, 4, 6)),
-    ("pd_op.adadelta_", 6): _sig("param:param grad:grad avg_squared_grad:state avg_squared_update:state "
-                                 "learning_rate:lr master_param:master", (0, 2, 3, 5)),
-}
-
-
-def optimizer_sig(op: Operation) -> OptSig | None:
-    return OPTIMIZERS.get((op.name, op.num_operands))
-
-
-def inplace_map(op: Operation) -> dict[int, int]:
-    """result index -> operand index for ops that update operands in place (Paddle's
-    ``get_op_inplace_info``): the optimizer table, ``assign_out_``, and ``x_`` ops on operand 0."""
-    sig = optimizer_sig(op)
-    if sig is not None:
-        return {r: o for r, o in enumerate(sig.inplace) if r < op.num_results}
-    if op.name == "pd_op.assign_out_":
-        return {0: 1}
-    base = op.name.split(".", 1)[-1]
-    if (op.dialect == "pd_op" and base.endswith("_") and not base.endswith("__")
-            and op.num_operands and op.num_results and op.name not in _NOT_INPLACE):
-        return {0: 0}
-    return {}
-
-
-# collectives and other "_" ops whose result does not alias operand 0 in the partition sense
-_NOT_INPLACE = {"pd_op.share_data_", "pd_op.coalesce_tensor_"}
 
 
 # ------------------------------------------------------------------------------ placements
@@ -264,7 +195,7 @@ class ShardOptimizerPass(ModulePass):
             return
         mk = Maker(prog.style)
         opt_ops = [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
-        unknown = sorted({op.name for op in prog.walk() if op.name.endswith("_") and _looks_like_optimizer(op)
+        unknown = sorted({op.name for op in prog.walk() if op.name.endswith("_") and looks_like_optimizer(op)
                           and optimizer_sig(op) is None})
         for name in unknown:
             ctx.notes.append(f"shard-optimizer: '{name}' with this operand count is not in the "
@@ -309,7 +240,7 @@ class ShardOptimizerPass(ModulePass):
             return None
         pt = param.type
         assert isinstance(pt, DistTensorType)
-        pname = _param_name(param)
+        pname = param_name(param)
         if axis >= pd.mesh.ndim:
             raise fail(op, f"sharding mesh dim {axis} does not exist on the {pd.mesh.ndim}-D mesh of "
                            f"parameter '{pname}'")
@@ -352,7 +283,7 @@ class ShardOptimizerPass(ModulePass):
         t = v.type
         assert isinstance(t, DistTensorType)
         owner = v.owner
-        if owner is not None and owner.name == "pd_op.data":
+        if owner is not None and owner.name == ops.DATA:
             if t.dist != attr:
                 v.type = t.with_dist(attr)
             new_d = mk.op_dist(attr.mesh, [], [attr])
@@ -366,12 +297,6 @@ class ShardOptimizerPass(ModulePass):
         op.set_operand(i, r.result)
 
 
-def _looks_like_optimizer(op: Operation) -> bool:
-    return op.name.split(".")[-1].rstrip("_") in {
-        "adamw", "adam", "sgd", "momentum", "lamb", "adagrad", "rmsprop", "adamax", "adadelta",
-        "merged_adam", "merged_momentum", "lars_momentum", "nadam", "radam", "asgd"}
-
-
 def _paddle_axis(params: list[tuple[Operation, TensorDistAttr]]) -> int:
     """``_set_and_check_sharding_prop_from_param``: 0, unless a parameter is not Replicate there;
     then the last Replicate mesh dim of that parameter (and so on, over all parameters)."""
@@ -383,13 +308,3 @@ def _paddle_axis(params: list[tuple[Operation, TensorDistAttr]]) -> int:
                 if p.kind == "R":
                     axis = dim
     return axis
-
-
-def _param_name(v: Value) -> str:
-    op = v.owner
-    if op is not None:
-        for key in ("parameter_name", "name"):
-            a = op.attr(key)
-            if a is not None and hasattr(a, "value"):
-                return str(a.value)
-    return f"%{v.name}"

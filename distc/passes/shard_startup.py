@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dialects import ops
 from ..ir.builder import Maker
 from ..ir.core import Operation, Program
 from ..ir.dist import TensorDistAttr
@@ -30,14 +31,14 @@ from .base import REGISTRY, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
 from .sharding_util import Cursor, fail, make_reshard, persistable, set_persistable
 
-SINKS = {"builtin.shadow_output": "output_name", "builtin.set_parameter": "parameter_name"}
+SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
 
 def persistable_layouts(main: Program) -> dict[str, DistTensorType]:
     """name -> type of every ``pd_op.data`` of the main program (Paddle's ``name_map_value``)."""
     out: dict[str, DistTensorType] = {}
     for op in main.block.ops:
-        if op.name == "pd_op.data":
+        if op.name == ops.DATA:
             a = op.attr("name")
             t = op.results[0].type if op.results else None
             if a is not None and isinstance(t, DistTensorType):

@@ -4,6 +4,7 @@ dist-to-dense) share: value properties Paddle keeps in op attributes, and buildi
 
 from __future__ import annotations
 
+from ..dialects import ops
 from ..ir import attrs as A
 from ..ir.builder import Maker, Inserter
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
@@ -126,7 +127,7 @@ def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Opera
     }
     if role is not None:
         attrs["op_role"] = role
-    return mk.op("dist_op.reshard", [src], [mk.dist_type(st.shape, st.dtype, dst)], attrs)
+    return mk.op(ops.RESHARD, [src], [mk.dist_type(st.shape, st.dtype, dst)], attrs)
 
 
 def is_distributed(prog) -> bool:

@@ -72,7 +72,8 @@ Paddle 3.3.1 raises (P(avg/max) -> S, uneven S -> R, uneven S -> S ...).
 
 from __future__ import annotations
 
-from .context import CollectiveRecord, Decline, ReshardContext
+from ...dialects.collectives import Collective
+from .context import Decline, ReshardContext
 from .groups import PADDLE_FIRST_RING_ID, RingAllocator, ring_allocator
 from .lower import Lowering, decompose, fold, lower_program, lower_reshard
 from .registry import (
@@ -81,7 +82,7 @@ from .registry import (
 )
 
 __all__ = [
-    "CollectiveRecord", "Decline", "Lowering", "PADDLE_FIRST_RING_ID", "ReshardContext",
+    "Collective", "Decline", "Lowering", "PADDLE_FIRST_RING_ID", "ReshardContext",
     "ReshardFunction", "RingAllocator", "after", "before", "by_name", "candidates", "choose", "decompose", "fold",
     "functions", "load_functions", "lower_program", "lower_reshard", "reshard_function",
     "ring_allocator", "select", "unregister",

@@ -20,32 +20,20 @@ gets that era's spelling (typed attributes, no placements, no chunk_id) and coll
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
+from ...dialects import collectives as C
+from ...dialects import ops
+from ...dialects.collectives import ALLREDUCE_2024, ERA_2024_NAMES, Collective
 from ...ir import attrs as A
 from ...ir.builder import Inserter, Maker
 from ...ir.core import Operation, Program, Value
 from ...ir.dist import OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr
-from ...ir.types import (
-    DTYPE_BYTES, DTYPE_SUFFIX_TO_NAME, DenseTensorType, DistTensorType, VectorType,
-)
+from ...ir.types import DTYPE_SUFFIX_TO_NAME, DenseTensorType, DistTensorType, VectorType
 from ...syntax.diagnostics import DiagnosticError
 from . import spmd
 from .groups import RingAllocator
 from .util import REDUCE_TYPES, ordered_partial
-
-# current name -> 2024 name (typed-attribute programs)
-ERA_2024_NAMES = {
-    "pd_op.all_gather": "pd_op.c_allgather",
-    "pd_op.reduce_scatter": "pd_op.c_reducescatter",
-    "pd_op.broadcast": "pd_op.c_broadcast",
-}
-ALLREDUCE_2024 = {
-    "SUM": "pd_op.c_allreduce_sum_", "MAX": "pd_op.c_allreduce_max_", "MIN": "pd_op.c_allreduce_min_",
-    "PRODUCT": "pd_op.c_allreduce_prod_", "AVG": "pd_op.c_allreduce_avg_",
-}
-
 
 _TATTR_CACHE: dict = {}
 
@@ -53,39 +41,6 @@ _TATTR_CACHE: dict = {}
 class Decline(Exception):
     """Raised by a reshard function that matched but cannot lower this case (as Paddle would
     fail).  The registry rolls back what the function inserted and tries the next function."""
-
-
-@dataclass
-class CollectiveRecord:
-    """One communication op inserted for one rank (see :mod:`distc.analysis.cost`)."""
-
-    kind: str  # all_gather, all_reduce, reduce_scatter, all_to_all, broadcast, send, recv
-    op_name: str
-    ring_id: int
-    ranks: tuple[int, ...]
-    rank: int
-    dtype: str
-    local_shape: tuple[int, ...]  # of the buffer this rank contributes (send/input) or receives
-    layouts: tuple | None = None  # (src, dst) TensorDistAttr of the reshard being lowered
-    function: str = ""  # the reshard function that emitted it
-    loc: tuple[int, int] | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def reshard(self) -> str:
-        """``s1 on [0,1] -> r on [0,1]``: the reshard being lowered."""
-        if not self.layouts:
-            return ""
-        from .util import layout_name
-
-        return f"{layout_name(self.layouts[0])} -> {layout_name(self.layouts[1])}"
-
-    @property
-    def nbytes(self) -> int:
-        n = 1
-        for d in self.local_shape:
-            n *= max(d, 0)
-        return n * DTYPE_BYTES.get(self.dtype, 4)
 
 
 class ReshardContext:
@@ -104,7 +59,7 @@ class ReshardContext:
         self.inserter = Inserter(self.block, reshard_op)
         self.op_role = reshard_op.attr("op_role")
         self.created: list[Operation] = []
-        self.records: list[CollectiveRecord] = records if records is not None else []
+        self.records: list[Collective] = records if records is not None else []
         self.notes: list[str] = notes if notes is not None else []
         self.function = ""  # name of the reshard function running (for records)
         self.layouts: tuple | None = None  # (src, dst) of the reshard being lowered
@@ -229,14 +184,14 @@ class ReshardContext:
         self.fixes.append(text)
         self.notes.append(text)
 
-    def _record(self, kind: str, op: Operation, ring_id: int, ranks, v: Value | None, shape=None, **extra) -> None:
-        dtype = "f32"
+    def _record(self, kind: str, op: Operation, ring_id: int, ranks, v: Value | None, shape=None,
+                dtype: str = "f32", **extra) -> None:
         if v is not None:
             dtype = getattr(v.type, "dtype", "f32")
             shape = self.local_shape(v, self.rank) if shape is None else shape
-        self.records.append(CollectiveRecord(
-            kind, op.name, ring_id, tuple(ranks), self.rank, dtype, tuple(shape or ()),
-            self.layouts, self.function, self.op.loc, dict(extra)))
+        self.records.append(Collective.of(
+            kind, op.name, ring_id, ranks, self.rank, dtype, tuple(shape or ()), layouts=self.layouts,
+            function=self.function, line=self.op.loc[0] if self.op.loc else None, **extra))
 
     # -- implicit helper ops -----------------------------------------------------------------
     def _dense(self, shape, dtype: str) -> DenseTensorType:
@@ -247,7 +202,7 @@ class ReshardContext:
         m = self.maker
         attrs = {"dtype": m.dtype(DTYPE_SUFFIX_TO_NAME.get(dtype, dtype)), "place": m.place(place),
                  "shape": m.int_array(list(shape)), "value": m.fill_value(value)}
-        return self.insert("pd_op.full", [], [self._dense(shape, dtype)], attrs).result
+        return self.insert(ops.FULL, [], [self._dense(shape, dtype)], attrs).result
 
     def scalar(self, value: int, dtype: str = "i32") -> Value:
         """A scalar argument (axis ...) materialised as ``pd_op.full`` of shape [1] on the CPU."""
@@ -256,11 +211,11 @@ class ReshardContext:
     def int_array(self, values: Sequence[int]) -> Value:
         m = self.maker
         attrs = {"dtype": m.dtype("int64"), "place": m.place("Place(cpu)"), "value": m.i64s(list(values))}
-        return self.insert("pd_op.full_int_array", [], [self._dense([len(values)], "i64")], attrs).result
+        return self.insert(ops.FULL_INT_ARRAY, [], [self._dense([len(values)], "i64")], attrs).result
 
     def combine(self, values: Sequence[Value]) -> Value:
         t = VectorType(tuple(v.type for v in values))
-        return self.insert("builtin.combine", list(values), [t]).result
+        return self.insert(ops.COMBINE, list(values), [t]).result
 
     def _to_dist(self, values: Sequence[Value | None]) -> ProcessMesh | None:
         """Dense helper values consumed by a dist op become replicated on its first dist input's mesh."""
@@ -293,13 +248,13 @@ class ReshardContext:
         rid = self.ring(ranks)
         m = self.maker
         if self.era == "2024":
-            name = ALLREDUCE_2024.get(reduce, "pd_op.c_allreduce_sum_")
+            name = ALLREDUCE_2024.get(reduce, C.C_ALLREDUCE_SUM_)
             attrs = {"ring_id": m.i32(rid), "use_calc_stream": m.bool(False), "use_model_parallel": m.bool(False)}
         else:
-            name = "pd_op.all_reduce"
+            name = C.PD_ALL_REDUCE
             attrs = {"reduce_type": m.i32(REDUCE_TYPES.index(reduce)), "ring_id": m.i32(rid)}
         op = self.insert(name, [x], [x.type], attrs)
-        self._record("all_reduce", op, rid, ranks, x, reduce=reduce)
+        self._record(C.ALL_REDUCE, op, rid, ranks, x, reduce=reduce)
         return op.result
 
     def _collective(self, kind: str, name: str, x: Value, ranks, attrs: dict, *, stream: bool,
@@ -309,7 +264,7 @@ class ReshardContext:
         m = self.maker
         if self.era == "2024":
             name = ERA_2024_NAMES.get(name, name)
-            if name != "pd_op.all_to_all":
+            if name != C.PD_ALL_TO_ALL:
                 attrs["use_calc_stream"] = m.bool(True)
         elif stream:
             attrs["execution_stream"] = m.str("DefaultStream")
@@ -320,29 +275,29 @@ class ReshardContext:
     def all_gather(self, x: Value, ranks, nranks: int) -> Value:
         m = self.maker
         attrs = {"nranks": m.i32(nranks), "ring_id": m.i32(self.ring(ranks))}
-        return self._collective("all_gather", "pd_op.all_gather", x, ranks, attrs, stream=False)
+        return self._collective(C.ALL_GATHER, C.PD_ALL_GATHER, x, ranks, attrs, stream=False)
 
     def reduce_scatter(self, x: Value, ranks, nranks: int) -> Value:
         m = self.maker
         attrs = {"nranks": m.i32(nranks), "ring_id": m.i32(self.ring(ranks))}
-        return self._collective("reduce_scatter", "pd_op.reduce_scatter", x, ranks, attrs, stream=True)
+        return self._collective(C.REDUCE_SCATTER, C.PD_REDUCE_SCATTER, x, ranks, attrs, stream=True)
 
     def all_to_all(self, x: Value, ranks) -> Value:
         attrs = {"ring_id": self.maker.i32(self.ring(ranks))}
-        return self._collective("all_to_all", "pd_op.all_to_all", x, ranks, attrs, stream=True)
+        return self._collective(C.ALL_TO_ALL, C.PD_ALL_TO_ALL, x, ranks, attrs, stream=True)
 
     def broadcast(self, x: Value, ranks, root: int) -> Value:
         m = self.maker
         attrs = {"ring_id": m.i32(self.ring(ranks)), "root": m.i32(root)}
-        return self._collective("broadcast", "pd_op.broadcast", x, ranks, attrs, stream=False, root=root)
+        return self._collective(C.BROADCAST, C.PD_BROADCAST, x, ranks, attrs, stream=False, root=root)
 
     def send_v2(self, x: Value, ranks, peer: int) -> Operation:
         rid = self.ring(ranks)
         m = self.maker
         attrs = {"dynamic_shape": m.bool(False), "peer": m.i32(peer), "ring_id": m.i32(rid),
                  "use_calc_stream": m.bool(True)}
-        op = self.insert("pd_op.send_v2", [x], [], attrs)
-        self._record("send", op, rid, ranks, x, peer=ranks[peer])
+        op = self.insert(C.PD_SEND_V2, [x], [], attrs)
+        self._record(C.SEND, op, rid, ranks, x, peer=ranks[peer])
         return op
 
     def recv_v2(self, out_shape, dtype: str, ranks, peer: int, result_type) -> Value:
@@ -351,9 +306,8 @@ class ReshardContext:
         attrs = {"dtype": m.dtype(DTYPE_SUFFIX_TO_NAME.get(dtype, dtype)), "dynamic_shape": m.bool(False),
                  "out_shape": m.i32s(list(out_shape)), "peer": m.i32(peer), "ring_id": m.i32(rid),
                  "use_calc_stream": m.bool(True)}
-        op = self.insert("pd_op.recv_v2", [], [result_type], attrs)
-        self._record("recv", op, rid, ranks, None, shape=out_shape, peer=ranks[peer])
-        self.records[-1].dtype = dtype
+        op = self.insert(C.PD_RECV_V2, [], [result_type], attrs)
+        self._record(C.RECV, op, rid, ranks, None, shape=out_shape, dtype=dtype, peer=ranks[peer])
         return op.result
 
     # -- dist ops ----------------------------------------------------------------------------
@@ -365,17 +319,17 @@ class ReshardContext:
 
         od = self.op_attr(merged_mesh(src.mesh, dst.mesh), [src], [dst])
         t = dst_type if dst_type is not None else self.cvt(x, dst)
-        return self.insert("dist_op.reshard", [x], [t], {}, od).result
+        return self.insert(ops.RESHARD, [x], [t], {}, od).result
 
     # -- plain ops with SPMD-inferred dist attrs ---------------------------------------------
     def share_data_(self, x: Value) -> Value:
         d = self.dist(x)
-        op = self.insert("pd_op.share_data_", [x], [x.type], {}, self.op_attr(d.mesh, [d], [d]))
+        op = self.insert(ops.SHARE_DATA_, [x], [x.type], {}, self.op_attr(d.mesh, [d], [d]))
         return op.result
 
     def assign(self, x: Value) -> Value:
         d = self.dist(x)
-        return self.insert("pd_op.assign", [x], [x.type], {}, self.op_attr(d.mesh, [d], [d])).result
+        return self.insert(ops.ASSIGN, [x], [x.type], {}, self.op_attr(d.mesh, [d], [d])).result
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
         d = self.dist(x)
@@ -385,7 +339,7 @@ class ReshardContext:
         out = spmd.even_only(out, shape, d.mesh.shape)
         rin = self.tattr(d.mesh, req, d.partial)
         rout = self.tattr(d.mesh, out, d.partial)
-        op = self.insert("pd_op.transpose", [x], [self.dist_type(shape, t.dtype, rout)],
+        op = self.insert(ops.TRANSPOSE, [x], [self.dist_type(shape, t.dtype, rout)],
                          {"perm": self.maker.i32s(list(perm))}, self.op_attr(d.mesh, [rin], [rout]))
         return op.result
 
@@ -405,7 +359,7 @@ class ReshardContext:
         out = spmd.even_only(out, shape, d.mesh.shape)
         rin = self.tattr(d.mesh, req, d.partial)
         rout = self.tattr(d.mesh, out, d.partial)
-        op = self.insert("pd_op.reshape", [x, s], [self.dist_type(shape, x.type.dtype, rout)], {},
+        op = self.insert(ops.RESHAPE, [x, s], [self.dist_type(shape, x.type.dtype, rout)], {},
                          self.op_attr(d.mesh, [rin, s.type.dist], [rout]))
         return op.result
 
@@ -419,7 +373,7 @@ class ReshardContext:
         for a, b, e in zip(axes, starts, ends):
             shape[a] = e - b
         attrs = {"axes": m.i64s(list(axes)), "decrease_axis": A.ArrayAttr(()), "infer_flags": m.i64s([1] * len(axes))}
-        op = self.insert("pd_op.slice", [x, st, en], [self.dist_type(shape, x.type.dtype, d)], attrs,
+        op = self.insert(ops.SLICE, [x, st, en], [self.dist_type(shape, x.type.dtype, d)], attrs,
                          self.op_attr(d.mesh, [d, st.type.dist, en.type.dist], [d]))
         return op.result
 
@@ -435,7 +389,7 @@ class ReshardContext:
         rin = self.tattr(d.mesh, req)
         routs = [self.tattr(d.mesh, spmd.even_only(o, shape, d.mesh.shape)) for o in outs]
         vt = VectorType(tuple(self.dist_type(shape, x.type.dtype, r) for r in routs))
-        op = self.insert("pd_op.split_with_num", [x, ax], [vt], {"num": self.maker.i32(num)},
+        op = self.insert(ops.SPLIT_WITH_NUM, [x, ax], [vt], {"num": self.maker.i32(num)},
                          self.op_attr(d.mesh, [rin, ax.type.dist], [VecDistAttr(tuple(routs))]))
         return op.result
 
@@ -456,9 +410,9 @@ class ReshardContext:
             routs.append(r)
             types.append(self.dist_type(shape, x.type.dtype, r))
         vt = VectorType(tuple(types))
-        op = self.insert("pd_op.split", [x, sec, ax], [vt], {},
+        op = self.insert(ops.SPLIT, [x, sec, ax], [vt], {},
                          self.op_attr(d.mesh, [rin, sec.type.dist, ax.type.dist], [VecDistAttr(tuple(routs))]))
-        bs = self.insert("builtin.split", [op.result], types)
+        bs = self.insert(ops.BUILTIN_SPLIT, [op.result], types)
         return list(bs.results)
 
     def concat(self, xs, axis: int) -> Value:
@@ -475,6 +429,6 @@ class ReshardContext:
         shape = list(elems[0].shape)
         shape[axis] = sum(e.shape[axis] for e in elems)
         rout = self.tattr(first.mesh, spmd.even_only(out, shape, first.mesh.shape))
-        op = self.insert("pd_op.concat", [vec, ax], [self.dist_type(shape, elems[0].dtype, rout)], {},
+        op = self.insert(ops.CONCAT, [vec, ax], [self.dist_type(shape, elems[0].dtype, rout)], {},
                          self.op_attr(first.mesh, [rins, ax.type.dist], [rout]))
         return op.result

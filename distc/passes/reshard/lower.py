@@ -20,12 +20,14 @@ from ...ir.core import Block, Operation, Program, Value
 from ...ir.dist import TensorDistAttr
 from ...syntax.diagnostics import DiagnosticError
 from . import registry
-from .context import CollectiveRecord, Decline, ReshardContext
+from ...dialects import ops
+from ...dialects.collectives import Collective
+from .context import Decline, ReshardContext
 from .groups import RingAllocator
 from .replay import Replayer
 from .util import describe, mesh_text, same_attr
 
-RESHARD = "dist_op.reshard"
+RESHARD = ops.RESHARD
 
 # reshards made by ``decompose`` -> the layouts of the reshard they replace (for error messages)
 _ORIGIN: "weakref.WeakKeyDictionary[Operation, tuple[TensorDistAttr, TensorDistAttr]]" = weakref.WeakKeyDictionary()
@@ -37,7 +39,7 @@ class Lowering:
 
     rank: int
     rings: RingAllocator
-    records: list[CollectiveRecord] = field(default_factory=list)
+    records: list[Collective] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)  # per reshard: src, dst, function, loc
 

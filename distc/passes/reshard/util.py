@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...ir.dist import REDUCE_TYPES, ProcessMesh, TensorDistAttr
+from ...ir.dist import REDUCE_TYPES, ProcessMesh, TensorDistAttr, layout_name, mesh_text  # noqa: F401 (re-exported)
 
 
 def is_shard(a: TensorDistAttr) -> bool:
@@ -193,21 +193,3 @@ def ordered_partial(p) -> tuple[tuple[int, str], ...]:
     """Partial status (dict or pairs, in insertion order) in the order Paddle prints it."""
     d = dict(p)
     return tuple((k, d[k]) for k in hash_map_order(list(d)))
-
-
-def mesh_text(mesh: ProcessMesh) -> str:
-    """``[0,1]``, ``[[0,1],[2,3]]``: the mesh as nested lists."""
-    ids = list(mesh.process_ids)
-
-    def nest(shape, flat):
-        if len(shape) <= 1:
-            return "[" + ",".join(map(str, flat)) + "]"
-        step = len(flat) // shape[0]
-        return "[" + ",".join(nest(shape[1:], flat[i * step:(i + 1) * step]) for i in range(shape[0])) + "]"
-
-    return nest(list(mesh.shape), ids)
-
-
-def layout_name(a: TensorDistAttr) -> str:
-    """``s1 on [0,1]``, ``p,s1 on [[0,1],[2,3]]``: placements (explorer spelling) and mesh."""
-    return ",".join(p.short() for p in a.placements) + " on " + mesh_text(a.mesh)

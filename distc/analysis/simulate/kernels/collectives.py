@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....dialects.collectives import C_ALLREDUCE_REDUCE, KIND_BY_BASE, RECV, SEND
 from ..registry import kernel
 from ..requests import Coll, Recv, Send
 from ..values import attr, np_dtype
 
-# op base name -> (collective kind, fixed reduce type or None)
+# op base name -> (collective kind, fixed reduce type or None); the table is distc.dialects.collectives
 COLLECTIVES: dict[str, tuple[str, int | None]] = {
-    "all_reduce": ("all_reduce", None), "all_gather": ("all_gather", None),
-    "reduce_scatter": ("reduce_scatter", None), "all_to_all": ("all_to_all", None),
-    "alltoall": ("all_to_all", None), "c_allgather": ("all_gather", None),
-    "c_reducescatter": ("reduce_scatter", None), "broadcast": ("broadcast", None),
-    "c_broadcast": ("broadcast", None), "c_allreduce_sum": ("all_reduce", 0),
-    "c_allreduce_max": ("all_reduce", 1), "c_allreduce_min": ("all_reduce", 2),
-    "c_allreduce_prod": ("all_reduce", 3), "c_allreduce_avg": ("all_reduce", 4),
+    base: (kind, C_ALLREDUCE_REDUCE.get(base)) for base, kind in KIND_BY_BASE.items() if kind not in (SEND, RECV)
 }
 
 

@@ -1,0 +1,12 @@
+"""Paddle's op knowledge, one place for it: the layer between ``syntax`` and ``analysis``.
+
+* :mod:`.ops` -- op-name constants (``RESHARD = "dist_op.reshard"`` ...), so no pass or analysis
+  spells an op name itself;
+* :mod:`.collectives` -- the collective ops of both print eras (2024's ``c_allreduce_sum_``,
+  ``c_allgather``, ``c_reducescatter`` and today's ``all_reduce``, ``all_gather`` ...), their
+  kinds, and the one :class:`~.collectives.Collective` record with its byte model;
+* :mod:`.optimizers` -- the optimizer signature table (operand roles per op and arity) and the
+  in-place map (which result updates which operand).
+
+It imports only ``distc.ir``; ``analysis`` and ``passes`` import it and not each other.
+"""
