@@ -64,8 +64,7 @@ def _lower(text: str, stage: str, name: str, rank: int, replay: bool, counter: l
         L.Replayer = real
     if counter is not None:
         counter.extend(r.replayed for r in made)
-    records = [(r.kind, r.op_name, r.ring_id, r.ranks, r.rank, r.dtype, r.local_shape, r.reshard, r.function,
-                r.loc, r.extra) for r in res.records]
+    records = [(r.as_dict(), r.layouts) for r in res.records]
     return str(prog), records, res.steps, res.notes
 
 

@@ -136,7 +136,7 @@ class Replayer:
         out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
         if result is not None:
             loc = op.loc
-            result.records.extend(replace(r, loc=loc, extra=dict(r.extra)) for r in t.records)
+            result.records.extend(replace(r, line=loc[0] if loc else None) for r in t.records)
             result.steps.append(dict(t.step, loc=loc))
         r = op.results[0]
         if out is not None:
