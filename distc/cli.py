@@ -15,7 +15,21 @@ from .syntax.printer import print_program
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT)
+class _Group(click.Group):
+    """The pipeline commands (:mod:`distc.commands`) are imported when they run, not at start."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from .commands import NAMES, load
+
+        return sorted(set(super().list_commands(ctx)) | {n for n in NAMES if load(n) is not None})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from .commands import load
+
+        return super().get_command(ctx, name) or load(name)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="distc")
 def main() -> None:
     """distc: read, rewrite and print PaddlePaddle's distributed PIR programs."""
@@ -145,16 +159,6 @@ def list_passes() -> None:
         opts = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls))
         click.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
 
-
-def _register_commands() -> None:
-    """Commands whose implementation lives beside the passes they drive."""
-    from .commands import COMMANDS
-
-    for cmd in COMMANDS:
-        main.add_command(cmd)
-
-
-_register_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,13 +1,20 @@
-"""CLI commands that drive a whole pipeline (``reshard``, ``shard``), each in its own module."""
+"""CLI commands that drive a whole pipeline (``reshard``, ``shard``, ``verify``), each in its own
+module, imported only when that command runs (so ``verify``'s numpy costs ``shard`` nothing)."""
 
 from __future__ import annotations
 
 import importlib
 
-COMMANDS = []
-for _name in ("reshard", "shard", "verify"):
+NAMES = ("reshard", "shard", "verify")  # command name = module name
+
+
+def load(name: str):
+    """The click command ``name``, or None (not a pipeline command, or not written yet)."""
+    if name not in NAMES:
+        return None
     try:
-        COMMANDS.append(importlib.import_module(f"{__name__}.{_name}").command)
-    except ModuleNotFoundError as _e:  # a command not written yet
-        if _e.name != f"{__name__}.{_name}":
+        return importlib.import_module(f"{__name__}.{name}").command
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
             raise
+        return None

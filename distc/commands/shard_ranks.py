@@ -10,7 +10,6 @@ failing rank is named and nothing is written.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 from typing import Callable
 
@@ -118,6 +117,8 @@ def run_ranks(sh, ranks: list[int], jobs: int | None, output: str, startup_out: 
 
 
 def spread(values: dict[int, int]) -> str:
+    import statistics
+
     lo = min(values, key=lambda r: (values[r], r))
     hi = max(values, key=lambda r: (values[r], -r))
     med = statistics.median(values.values())
