@@ -163,8 +163,9 @@ def test_reshard_all_ranks_dash_output_goes_to_stdout(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_reshard_verify_on_a_whole_program_is_a_usage_error():
-    assert run("reshard", str(SAMPLE), "--verify").exit_code == 2
+def test_reshard_verify_on_a_whole_program_proves_every_rank():
+    r = run("reshard", str(SAMPLE), "--verify", "-q", "-o", "/dev/null")
+    assert r.exit_code == 0 and "verify: EQUAL" in r.output
 
 
 def test_pipeline_option_given_twice_is_a_diagnostic():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import click
 
@@ -122,10 +123,16 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         from ..syntax.parser import parse
 
         before = parse(source, filename)
-        if verify and not explorer and not _one_reshard(before):
-            raise click.UsageError("--verify checks one-reshard programs: the explorer's, or a file of "
-                                   "Paddle's form pd_op.data + dist_op.shard_tensor + dist_op.reshard")
-        ranks = _ranks_of(before) if (all_ranks or verify) else [rank]
+        whole = verify and not explorer and not _one_reshard(before)
+        if whole:  # a whole program: every rank lowered and proven against FILE (distc verify)
+            from .verify import program_ranks, verify_built
+
+            status = verify_built(before, lambda r: (str(_lower(source, filename, r, paddle_only, coshard)[0]), None),
+                                  names=lambda r: f"<rank {r} of {filename}>")
+            if status:
+                sys.exit(status)
+            verify = False
+        ranks = (program_ranks(before) if whole else _ranks_of(before)) if (all_ranks or verify) else [rank]
         if all_ranks and not ranks:
             ranks = [rank]
         if verify and rank not in ranks and not all_ranks:
