@@ -235,7 +235,7 @@ class Simulator:
         if kind == "all_reduce":
             rts = {int(m.attrs["reduce_type"]) for m in members}
             if len(rts) > 1:
-                odd = _odd_one(members, lambda m: int(m.attrs["reduce_type"]))
+                odd = _odd_one(members, lambda m: int(m.attrs["reduce_type"]), _undeclared_reduce)
                 desc = ", ".join(f"rank {m.rank}: {REDUCE_TYPES[int(m.attrs['reduce_type'])]}" for m in members)
                 raise SimulationError(f"all_reduce on group {list(q0.group)} with different reduce types ({desc})",
                                       odd.rank, odd.op)
@@ -268,13 +268,25 @@ class Simulator:
         raise SimulationError(f"unknown collective {kind}")
 
 
-def _odd_one(members: list[Coll], key: Callable) -> Coll:
-    """The member whose ``key`` differs from the most common one (the first such, by rank)."""
+def _odd_one(members: list[Coll], key: Callable, suspect: Callable[[Coll], bool] = lambda m: False) -> Coll:
+    """The member whose ``key`` differs from the most common one; on a tie (two ranks), the one
+    ``suspect`` points at (e.g. a reduce type its operand's partial layout does not declare)."""
     counts: dict = {}
     for m in members:
         counts[key(m)] = counts.get(key(m), 0) + 1
-    common = max(counts.items(), key=lambda kv: (kv[1], -members.index(next(m for m in members if key(m) == kv[0]))))[0]
-    return next((m for m in members if key(m) != common), members[0])
+    best = max(counts.values())
+    commons = [k for k, c in counts.items() if c == best]
+    if len(commons) > 1:
+        return next((m for m in members if suspect(m)), members[-1])
+    return next(m for m in members if key(m) != commons[0])
+
+
+def _undeclared_reduce(m: Coll) -> bool:
+    """An all_reduce whose reduce type is not the partial reduce type its operand declares."""
+    v = m.op.operand(0)
+    d = v.dist_attr if v is not None else None
+    return d is not None and bool(d.partial) and \
+        REDUCE_TYPES[int(m.attrs["reduce_type"])] not in {rt for _, rt in d.partial}
 
 
 def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *, seed: int = 0,
