@@ -257,3 +257,13 @@ def test_reshard_verify_whole_program(tmp_path):
     assert r.exit_code == 0, r.output
     r = cli(str(tmp_path / "rank_view.ir"), "--ranks", str(tmp_path / "r{rank}.ir"))
     assert r.exit_code == 1 and "DIVERGED" in r.output
+
+
+def test_progress_callback_counts_every_op():
+    serial, ranks = llama_texts("clip", "dp4")
+    sp = parse(serial, "serial.ir")
+    progs = {r: parse(t, f"r{r}.ir") for r, t in ranks.items()}
+    seen = []
+    rep = verify_step(sp, progs, progress=seen.append)
+    assert rep.status == 0
+    assert sum(seen) == len(sp.ops) + sum(len(p.ops) for p in progs.values())
