@@ -8,7 +8,7 @@ import sys
 import click
 
 from . import __version__
-from .driver import check_output, err_console, load, parse_text, read_text, reporting, write_output
+from .driver import check_output, err_console, load, load_inputs, parse_text, read_text, reporting, write_output
 from .syntax.diagnostics import DiagnosticError
 from .syntax.printer import print_program
 
@@ -98,6 +98,7 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
         check_output(output)
         t0 = time.perf_counter()
         passes = parse_pipeline(pipeline)
+        load_inputs(passes)
         prog = load(file)
         t_parse = time.perf_counter() - t0
 

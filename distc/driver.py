@@ -44,6 +44,16 @@ def load(path: str) -> Program:
     return parse_text(text, "<stdin>" if path == "-" else path)
 
 
+def load_inputs(passes) -> None:
+    """Load the programs that pass options name by path (``shard-startup{main=PATH}``) into the
+    passes (``ModulePass.inputs``): passes read no files themselves."""
+    for p in passes:
+        for option, attr in type(p).inputs.items():
+            path = getattr(p, option)
+            if path and getattr(p, attr, None) is None:
+                setattr(p, attr, load(path))
+
+
 def parse_text(text: str, name: str) -> Program:
     """Parse, with a progress bar on stderr for big inputs when stderr is a terminal."""
     if len(text) > PROGRESS_BYTES and sys.stderr.isatty():

@@ -17,6 +17,7 @@ import pytest
 
 import distc
 from distc.analysis.memory import optimizer_memory
+from distc.driver import load_inputs
 from distc.passes.base import PassContext, PassManager, parse_pipeline
 from distc.passes.shard_optimizer import OPTIMIZERS, inplace_map, optimizer_sig, placements_with_sharding
 from distc.syntax.diagnostics import DiagnosticError
@@ -253,7 +254,9 @@ def test_shard_startup_inserts_reshards_for_sharded_states():
     main = CORPUS / "mlp_dp4_adamw.s1.r0.before_partition.ir"
     startup = CORPUS / "mlp_dp4_adamw.s0.r0.startup_after_remove.ir"
     prog = distc.parse(startup.read_text())
-    PassManager(parse_pipeline(f"shard-startup{{main={main},stop=insert}}")).run(prog, PassContext())
+    passes = parse_pipeline(f"shard-startup{{main={main},stop=insert}}")
+    load_inputs(passes)  # the driver loads main=PATH (passes read no files)
+    PassManager(passes).run(prog, PassContext())
     reshards = prog.find("dist_op.reshard")
     assert len(reshards) == 8  # two moments of four parameters
     for r in reshards:

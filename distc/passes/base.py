@@ -33,6 +33,9 @@ class ModulePass:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    # options that name another program's file -> the attribute its Program goes in.  Passes read
+    # no files: the driver loads them (:func:`distc.driver.load_inputs`) before the pipeline runs.
+    inputs: ClassVar[dict[str, str]] = {}
 
     def apply(self, prog: Program, ctx: PassContext) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -130,6 +130,8 @@ class ShardStartupPass(ModulePass):
     name = "shard-startup"
     description = "initialise sharded optimizer states at global shape and keep rank R's piece (startup program)"
 
+    inputs = {"main": "main_program"}  # the driver loads main=PATH into .main_program
+
     main: str = ""  # the distributed main program (path); or set .main_program
     rank: int = 0
     stop: str = "final"  # insert | reshard | final
@@ -137,11 +139,7 @@ class ShardStartupPass(ModulePass):
     def apply(self, prog: Program, ctx: PassContext) -> None:
         main = getattr(self, "main_program", None)
         if main is None:
-            if not self.main:
-                raise DiagnosticError("shard-startup needs the sharded main program (main=PATH)")
-            from ..driver import load
-
-            main = load(self.main)
+            raise DiagnosticError("shard-startup needs the sharded main program (main=PATH)")
         if self.stop not in ("insert", "reshard", "final"):
             raise DiagnosticError(f"shard-startup: stop must be insert, reshard or final, not '{self.stop}'")
         shard_startup(prog, main, self.rank, ctx, self.stop)
