@@ -26,14 +26,14 @@ from test_simulate import COMPLETE, PADDLE_BUGS, STATUS
 X_FUNCTIONS = ("x_p_to_s", "x_r_to_p", "x_s_to_r", "x_s_to_p", "x_p_to_p", "x_s_to_s")
 
 
-def lower_all(mesh, sp, dst_mesh, dp, shape, *, paddle_only=False, enable=()):
+def lower_all(mesh, sp, dst_mesh, dp, shape, *, paddle_only=False, enable=(), disable=()):
     """Lower the one-reshard program for every rank; (before, {rank: program}, functions used, notes)."""
     before = build_program(mesh, sp, dst_mesh, dp, shape)
     ranks = sorted(set(mesh.process_ids) | set(dst_mesh.process_ids))
     progs, used, notes = {}, [], []
     for r in ranks:
         p = build_program(mesh, sp, dst_mesh, dp, shape)
-        res = lower_program(p, r, paddle_only=paddle_only, enable=enable)
+        res = lower_program(p, r, paddle_only=paddle_only, enable=enable, disable=disable)
         used.extend(s["function"] for s in res.steps)
         notes.extend(res.notes)
         progs[r] = p
@@ -94,8 +94,7 @@ WRONG = sorted(PADDLE_BUGS)
 @pytest.mark.parametrize("name", WRONG)
 def test_paddle_bug_fixed(name):
     src, dst, shape = _case_of(name)
-    used, notes = prove(src.mesh, list(src.placements), list(dst.placements), shape, dst.mesh,
-                        enable=("x_coshard",))
+    used, notes = prove(src.mesh, list(src.placements), list(dst.placements), shape, dst.mesh)
     # fixed either by an extra function or inside distc's copy of Paddle's function (with a note)
     assert any(u.startswith("x_") for u in used) or any(n.split(":")[0].endswith(("r_to_p", "nd_mesh")) or
                                                         ": r_to_p:" in n or ": nd_mesh:" in n for n in notes)
@@ -113,12 +112,12 @@ def test_paddle_kept_where_right(name):
 def test_coshard_bug_taken_over():
     src, dst, shape = _case_of("m22_RR_to_S0S0")
     assert X.coshard(dst)
-    used, notes = prove(src.mesh, list(src.placements), list(dst.placements), shape, dst.mesh,
-                        enable=("x_coshard",))
-    assert set(used) == {"x_coshard"}
-    # by default co-shards are lowered as Paddle does (by dims mapping)
-    _, _, used, _ = lower_all(src.mesh, list(src.placements), dst.mesh, list(dst.placements), shape)
-    assert "x_coshard" not in used
+    used, notes = prove(src.mesh, list(src.placements), list(dst.placements), shape, dst.mesh)
+    assert set(used) == {"x_coshard"}  # by default, since co-sharding is lowered right by default
+    # disabled, co-shards are lowered as Paddle does (by dims mapping), and that is wrong
+    before, progs, used, _ = lower_all(src.mesh, list(src.placements), dst.mesh, list(dst.placements), shape,
+                                       disable=("x_coshard",))
+    assert "x_coshard" not in used and not verify_reshard(progs, before=before).ok
 
 
 # ------------------------------------------------------------------ sweeps over meshes and shapes
@@ -328,7 +327,7 @@ def test_x_coshard(case):
     progs, used = {}, []
     for r in mesh.process_ids:
         progs[r] = parse(text)
-        used += [s["function"] for s in lower_program(progs[r], r, enable=("x_coshard",)).steps]
+        used += [s["function"] for s in lower_program(progs[r], r).steps]
     rep = verify_reshard(progs, before=parse(text))
     assert rep.ok, f"{case} via {sorted(set(used))}:\n{rep}"
     assert used and all(u.startswith("x_") for u in used)  # x_coshard, or an earlier x_ function

@@ -136,3 +136,28 @@ def test_explorer_rejects_malformed_shapes_and_boolean_partials():
         else:
             base += args
         assert CliRunner().invoke(main, base).exit_code == 2
+
+
+# ------------------------------------------------------------------ co-sharding, right by default
+def test_coshard_is_right_by_default_and_paddles_text_under_paddle():
+    args = ["reshard", "--from", "r,r", "--to", "s0,s0", "--mesh", "2,2", "--shape", "8x8", "--verify", "-q"]
+    r = run(*args)
+    assert r.exit_code == 0 and "OK [r, r]" in r.stderr, r.output
+    # Paddle lowers by the dims mapping: rank 0 keeps 4x8 where 2x8 is due, and --verify says so
+    for flag in ("--paddle", "--no-coshard"):
+        r = run(*args, flag)
+        assert r.exit_code == 1 and "local shape [4, 8], expected [2, 8]" in r.stderr, r.output
+    r = run("reshard", "--from", "r,r", "--to", "s0,s0", "--mesh", "2,2", "--shape", "8x12", "--paddle", "-q")
+    assert canon_ring_ids(r.stdout) == canon_ring_ids((CORPUS / "m22_RR_to_S0S0.r0.after.ir").read_text())
+    assert run(*args, "--paddle", "--coshard").exit_code == 2
+
+
+def test_coshard_source_stays_coshard():
+    """``--from s0,s0`` is a quarter of the rows on each rank, not Paddle's [r, s0] (a half)."""
+    r = run("reshard", "--from", "s0,s0", "--to", "r,r", "--mesh", "2,2", "--shape", "8x8", "--all-ranks",
+            "--verify", "-q")
+    assert r.exit_code == 0 and "OK [s0, s0]" in r.stderr, r.output
+    shard = next(line for line in r.stdout.splitlines() if "dist_op.shard_tensor" in line)
+    assert "placements:[Shard(dim=0), Shard(dim=0)]" in shard
+    r = run("reshard", "--from", "s0,s0", "--to", "r,r", "--mesh", "2,2", "--shape", "8x12", "--paddle", "-q")
+    assert canon_ring_ids(r.stdout) == canon_ring_ids((CORPUS / "m22_S0S0_to_RR.r0.after.ir").read_text())

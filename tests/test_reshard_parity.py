@@ -86,34 +86,65 @@ def test_oracle_parity(before):
     check_pair(before)
 
 
+# The cases whose default output is not Paddle's, pinned: Paddle's own program is wrong there
+# (co-sharded destinations lowered by dims mapping: half the rows where a quarter is due; its nd
+# r_to_p never cuts the Shard(1) the destination adds, or leaves zeros on groups without rank 0;
+# uneven P->S cuts padding with global-frame sections ...).  Each is proven below: distc's default
+# programs compute the destination layout on every rank, Paddle's do not.
+DEFAULT_DIFFERS = {line.strip() for line in (DATA / "reshard_default_differs.txt").read_text().splitlines()
+                   if line.strip() and not line.startswith("#")}
+
+
 @pytest.mark.parametrize("before", CORPUS_PAIRS + ORACLE_PAIRS, ids=_id)
-def test_default_mode_keeps_parity_or_fixes_a_proven_bug(before):
-    """By default a case Paddle lowers comes out as Paddle's, unless distc fixed one of Paddle's
-    numeric bugs on this rank: an extension function took the case over, or distc's copy of a
-    Paddle function recorded a fix (both are proven on every rank by test_beyond_paddle)."""
+def test_default_mode_is_paddle_except_where_pinned(before):
+    """By default a case Paddle lowers comes out as Paddle's, except the pinned cases, where an
+    extension function took the case over or distc's copy of a Paddle function fixed it."""
     after = before.with_name(_id(before) + ".after.ir").read_text()
     out, res = lower_file(before, paddle_only=False)
-    if canon_ring_ids(out) != canon_ring_ids(after):
+    differs = canon_ring_ids(out) != canon_ring_ids(after)
+    assert differs == (_id(before) in DEFAULT_DIFFERS)
+    if differs:
         taken = [s["function"] for s in res.steps if not s.get("paddle", True)]
         fixed = [f for s in res.steps for f in s.get("fixed", [])]
         assert taken or fixed, "differs from Paddle although Paddle's functions ran unchanged"
 
 
-# The corpus cases (rank 0) where the default output is not Paddle's: Paddle's rank-0 program is
-# itself wrong there (its nd r_to_p never cuts the Shard(1) the destination adds, so rank 0 holds
-# 8x12 where 8x6 is due; proven by the simulator on Paddle's own files in test_simulate).
-DEFAULT_DIFFERS_ON_CORPUS = {"m22_RR_to_PS1.r0", "m22_S0R_to_PS1.r0", "m22_S0S0_to_PS1.r0", "m22_S1S0_to_PS1.r0"}
+def test_default_mode_parity_counts():
+    corpus = {_id(b) for b in CORPUS_PAIRS} & DEFAULT_DIFFERS
+    oracle = {_id(b) for b in ORACLE_PAIRS} & DEFAULT_DIFFERS
+    assert len(DEFAULT_DIFFERS) == 106 and corpus | oracle == DEFAULT_DIFFERS
+    assert len(CORPUS_PAIRS) - len(corpus) == 95  # was 104 before co-sharding became the default
+    assert len(ORACLE_PAIRS) - len(oracle) == 393
 
 
-def test_default_mode_corpus_parity_count():
-    differs = set()
-    for before in CORPUS_PAIRS:
-        after = before.with_name(_id(before) + ".after.ir").read_text()
-        out, _ = lower_file(before, paddle_only=False)
-        if canon_ring_ids(out) != canon_ring_ids(after):
-            differs.add(_id(before))
-    assert differs == DEFAULT_DIFFERS_ON_CORPUS
-    assert len(CORPUS_PAIRS) - len(differs) == 104
+def _before_of(base):
+    for root in (CORPUS, ORACLE):
+        found = sorted(root.glob(f"{base}.r*.before.ir"))
+        if found:
+            return found[0]
+    raise AssertionError(base)
+
+
+@pytest.mark.parametrize("base", sorted({n.rsplit(".", 1)[0] for n in DEFAULT_DIFFERS}))
+def test_default_differs_only_where_proven(base):
+    """Every rank of distc's default lowering computes the destination layout; Paddle's does not."""
+    simulate = pytest.importorskip("distc.analysis.simulate")
+    path = _before_of(base)
+    text = path.read_text()
+    before = distc.parse(text, str(path))
+    ranks = _ranks_of(before)
+    for paddle_only, ok in ((False, True), (True, False)):
+        progs = {}
+        for r in ranks:
+            progs[r] = distc.parse(text, str(path))
+            lower_program(progs[r], r, paddle_only=paddle_only)
+        report = simulate.verify_reshard(progs, before=before)
+        assert report.ok == ok, f"{base} ({'Paddle' if paddle_only else 'default'}):\n{report}"
+
+
+def _ranks_of(prog):
+    op = prog.find("dist_op.reshard")[0]
+    return sorted(set(op.operand(0).dist_attr.mesh.process_ids) | set(op.results[0].dist_attr.mesh.process_ids))
 
 
 # ------------------------------------------------------------------------ cases from the generator

@@ -82,8 +82,9 @@ def _output_path(out: str, rank: int) -> str:
 @click.option("--dtype", default="float32", show_default=True, help="explorer: tensor dtype")
 @click.option("--paddle", "paddle_only", is_flag=True,
               help="only Paddle 3.3.1's own reshard functions (fail exactly where Paddle fails)")
-@click.option("--coshard", is_flag=True,
-              help="lower co-sharded placements ([Shard(0), Shard(0)]) as nested splits (Paddle lowers them by dims mapping)")
+@click.option("--coshard/--no-coshard", default=None,
+              help="co-sharded placements ([Shard(0), Shard(0)]) as nested splits, proven right (default; "
+                   "not with --paddle), or by their dims mapping as Paddle does (half the rows where a quarter is due)")
 @click.option("--verify", is_flag=True, help="check the lowering numerically on every rank (simulator)")
 @click.option("--explain", is_flag=True, help="say which reshard function lowered what, and why")
 @click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
@@ -101,10 +102,13 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             raise click.UsageError("give either FILE or --from/--to (explorer), not both")
         if file is None and not explorer:
             raise click.UsageError("give a FILE to lower, or --from/--to to explore one reshard")
+        if coshard and paddle_only:
+            raise click.UsageError("--coshard is distc's lowering, not Paddle's: drop --paddle or --coshard")
+        coshard = not paddle_only if coshard is None else coshard
         if explorer:
             if src is None or dst is None:
                 raise click.UsageError("--from and --to go together")
-            make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype)
+            make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard)
             source = str(make())
             filename = "<explorer>"
         else:
@@ -162,7 +166,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             write_output(output, str(results[rank][0]))
 
 
-def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype):
+def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard=False):
     from ..passes.reshard.explore import build_program, make_mesh, parse_placements
 
     m_from = _mesh(mesh, mesh_ids, "mesh", default=make_mesh([2]))
@@ -184,7 +188,7 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype):
         if p.kind == "P" and p.reduce in ("ANY", "ALL"):
             raise click.BadParameter(f"partial {p.reduce.lower()} is a boolean reduction distc does not "
                                      "lower (use sum, avg, max, min or prod)")
-    return lambda: build_program(m_from, sp, m_to, dp, dims, dtype)
+    return lambda: build_program(m_from, sp, m_to, dp, dims, dtype, coshard=coshard)
 
 
 def _one_reshard(prog) -> bool:
@@ -203,7 +207,7 @@ def _ranks_of(prog) -> list[int]:
     return sorted(ranks)
 
 
-def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = False):
+def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = True):
     """Parse and run reshard{rank} through the pass manager (one fresh ring numbering per rank,
     as each rank is its own Paddle process)."""
     from ..passes.base import PassContext, PassManager

@@ -114,9 +114,14 @@ def build_text(src: TensorDistAttr, dst: TensorDistAttr, shape: Sequence[int], d
 
 
 def build_program(src_mesh: ProcessMesh, src_placements, dst_mesh: ProcessMesh, dst_placements,
-                  shape: Sequence[int] = (4, 8), dtype: str = "float32", filename: str = "<explorer>"):
+                  shape: Sequence[int] = (4, 8), dtype: str = "float32", filename: str = "<explorer>",
+                  coshard: bool = False):
     """The program Paddle prints for ``x = data(shape); y = shard_tensor(x, src_mesh, src_pl);
-    reshard(y, dst_mesh, dst_pl)``.  Placements: lists of Placement or strings (``"s0,r"``)."""
+    reshard(y, dst_mesh, dst_pl)``.  Placements: lists of Placement or strings (``"s0,r"``).
+
+    Paddle's ``shard_tensor`` prints co-sharded placements as its dims mapping says them
+    (``[s0, s0]`` becomes ``[Replicate(), Shard(dim=0)]``: half the rows on each rank); with
+    ``coshard`` the source keeps them as given (``[Shard(dim=0), Shard(dim=0)]``: a quarter)."""
     from ...syntax.parser import parse
 
     shape = tuple(int(s) for s in shape)
@@ -126,6 +131,6 @@ def build_program(src_mesh: ProcessMesh, src_placements, dst_mesh: ProcessMesh, 
         dst_placements = parse_placements(dst_placements, dst_mesh.ndim)
     if len(src_placements) != src_mesh.ndim or len(dst_placements) != dst_mesh.ndim:
         raise DiagnosticError("need one placement per mesh dim")
-    src = layout(src_mesh, src_placements, len(shape))
+    src = layout(src_mesh, src_placements, len(shape), keep_given=coshard)
     dst = layout(dst_mesh, dst_placements, len(shape), keep_given=True)
     return parse(build_text(src, dst, shape, dtype), filename)

@@ -120,7 +120,8 @@ def no_function_error(op: Operation, src: TensorDistAttr, dst: TensorDistAttr, r
 
 
 def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocator | None = None,
-                  result: Lowering | None = None, paddle_only: bool = False, enable=()) -> Value | None:
+                  result: Lowering | None = None, paddle_only: bool = False, enable=(),
+                  disable=()) -> Value | None:
     """Lower one ``dist_op.reshard`` for ``rank`` (ops go right before it); returns the value that
     replaced its result (``None`` if the function gave none).  The op is erased if unused."""
     rings = rings if rings is not None else (result.rings if result else RingAllocator())
@@ -128,7 +129,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     x = op.operand(0)
     src, dst = _attrs_of(op)
     r = op.results[0]
-    if same_attr(src, dst) and not ("x_coshard" in enable and src.placements != dst.placements):
+    if same_attr(src, dst) and not (registry.coshard_on(paddle_only, disable) and src.placements != dst.placements):
         # (Paddle's equality ignores printed placements; with co-sharding on, [R,S0] -> [S0,S0] is a change)
         r.replace_all_uses_with(x)
         op.erase()
@@ -138,7 +139,8 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes)
     ctx.layouts = (src, dst)
     ctx.paddle_only = paddle_only
-    chosen, reasons = registry.select(src, dst, tuple(x.type.shape), paddle_only=paddle_only, enable=enable)
+    chosen, reasons = registry.select(src, dst, tuple(x.type.shape), paddle_only=paddle_only, enable=enable,
+                                      disable=disable)
     out = None
     if chosen is not None:
         ctx.function = chosen.name
@@ -160,18 +162,18 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
 
 
 def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=(),
-                lower_one=lower_reshard) -> None:
+                disable=(), lower_one=lower_reshard) -> None:
     for op in list(block.ops):
         for region in op.regions:
             for b in region.blocks:
-                lower_block(prog, b, result, paddle_only, enable, lower_one)
+                lower_block(prog, b, result, paddle_only, enable, disable, lower_one)
         if op.name == RESHARD and op.parent is block:
             lower_one(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only,
-                      enable=enable)
+                      enable=enable, disable=disable)
 
 
 def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = None,
-                  paddle_only: bool = False, enable=(), replay: bool = True) -> Lowering:
+                  paddle_only: bool = False, enable=(), disable=(), replay: bool = True) -> Lowering:
     """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard
     (each distinct one once, the others replayed: :mod:`.replay`; ``replay=False``: one by one)."""
     registry.load_functions()
@@ -179,5 +181,6 @@ def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = Non
     result = Lowering(rank, rings)
     decompose(prog, prog.block, rank, rings, result.notes)
     fold(prog.block)
-    lower_block(prog, prog.block, result, paddle_only, enable, Replayer(lower_reshard) if replay else lower_reshard)
+    lower_block(prog, prog.block, result, paddle_only, enable, disable,
+                Replayer(lower_reshard) if replay else lower_reshard)
     return result

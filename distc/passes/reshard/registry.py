@@ -136,22 +136,24 @@ def load_functions() -> None:
             importlib.import_module(f"{pkg}.{info.name}")
 
 
-def functions(*, paddle_only: bool = False, enable=()) -> list[ReshardFunction]:
+def functions(*, paddle_only: bool = False, enable=(), disable=()) -> list[ReshardFunction]:
     """The functions tried, in order: Paddle's alone with ``paddle_only``; opt-in extras only
-    when named in ``enable``."""
+    when named in ``enable``; none named in ``disable``."""
     load_functions()
     if paddle_only:
         return [e.func for e in _ENTRIES if e.func.paddle]
-    return [e.func for e in _ENTRIES if not e.func.optin or e.func.name in enable]
+    return [e.func for e in _ENTRIES
+            if (not e.func.optin or e.func.name in enable) and e.func.name not in disable]
 
 
 def candidates(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_only: bool = False,
-               where: Callable[[ReshardFunction], bool] | None = None, enable=()) -> list[ReshardFunction]:
+               where: Callable[[ReshardFunction], bool] | None = None, enable=(),
+               disable=()) -> list[ReshardFunction]:
     """Every registered function suitable for ``src -> dst`` of a value of ``shape``, in the order
     they are tried (refusing ones included)."""
     shape = tuple(shape)
     out = []
-    for f in functions(paddle_only=paddle_only, enable=enable):
+    for f in functions(paddle_only=paddle_only, enable=enable, disable=disable):
         if where is not None and not where(f):
             continue
         if f.is_suitable(src, dst, shape):
@@ -160,11 +162,11 @@ def candidates(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle
 
 
 def select(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_only: bool = False,
-           enable=()) -> tuple[ReshardFunction | None, list[str]]:
+           enable=(), disable=()) -> tuple[ReshardFunction | None, list[str]]:
     """The function that lowers ``src -> dst`` and why the suitable ones before it did not (Paddle
     uses the first suitable function only: with ``paddle_only`` a refusal ends the search)."""
     reasons: list[str] = []
-    for f in candidates(src, dst, shape, paddle_only=paddle_only, enable=enable):
+    for f in candidates(src, dst, shape, paddle_only=paddle_only, enable=enable, disable=disable):
         why = f.refuses(src, dst, tuple(shape))
         if why is None:
             return f, reasons
@@ -175,9 +177,9 @@ def select(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_onl
 
 
 def choose(src: TensorDistAttr, dst: TensorDistAttr, shape: Shape, *, paddle_only: bool = False,
-           enable=()) -> ReshardFunction | None:
+           enable=(), disable=()) -> ReshardFunction | None:
     """The function that lowers ``src -> dst`` (Paddle's ``choose_reshard_func``, refusals skipped)."""
-    return select(src, dst, shape, paddle_only=paddle_only, enable=enable)[0]
+    return select(src, dst, shape, paddle_only=paddle_only, enable=enable, disable=disable)[0]
 
 
 def by_name(name: str) -> ReshardFunction:
@@ -185,3 +187,9 @@ def by_name(name: str) -> ReshardFunction:
         if f.name == name:
             return f
     raise KeyError(name)
+
+
+def coshard_on(paddle_only: bool = False, disable=()) -> bool:
+    """Whether co-sharded placements are lowered as nested splits (``x_coshard``): by default, not
+    with Paddle's functions alone (Paddle lowers them by the dims mapping) nor when disabled."""
+    return not paddle_only and "x_coshard" not in disable

@@ -46,35 +46,36 @@ class Replayer:
         self.replayed = 0
 
     @staticmethod
-    def key(op: Operation, x, paddle_only: bool, enable) -> tuple | None:
+    def key(op: Operation, x, paddle_only: bool, enable, disable=()) -> tuple | None:
         if x is None or op.num_results != 1:
             return None
         owner = x.owner
         try:
             k = (op.dist_attr, x.type, op.results[0].type, op.attr("op_role"),
                  ReshardContext.stop_gradient(x), ReshardContext.chunk_id(x), owner is None,
-                 min(len(x.uses), 2), paddle_only, tuple(enable))
+                 min(len(x.uses), 2), paddle_only, tuple(enable), tuple(disable))
             hash(k)
         except TypeError:
             return None
         return k
 
     def __call__(self, prog, op: Operation, rank: int, *, rings=None, result=None, paddle_only: bool = False,
-                 enable=()):
+                 enable=(), disable=()):
         x = op.operand(0)
-        k = self.key(op, x, paddle_only, enable)
+        k = self.key(op, x, paddle_only, enable, disable)
         t = self.templates.get(k) if k is not None else None
         if t is not None:
             self.replayed += 1
             return self._replay(t, op, x, result)
         if k is None or result is None:
             return self.lower_one(prog, op, rank, rings=rings, result=result, paddle_only=paddle_only,
-                                  enable=enable)
+                                  enable=enable, disable=disable)
         block, before, after = op.parent, op.prev, op.next
         xtype, owner = x.type, x.owner
         odist = owner.dist_attr if owner is not None else None
         nrec, nnotes, nsteps = len(result.records), len(result.notes), len(result.steps)
-        out = self.lower_one(prog, op, rank, rings=rings, result=result, paddle_only=paddle_only, enable=enable)
+        out = self.lower_one(prog, op, rank, rings=rings, result=result, paddle_only=paddle_only, enable=enable,
+                             disable=disable)
         if (x.type is not xtype or (owner is not None and owner.dist_attr is not odist)
                 or len(result.notes) != nnotes or len(result.steps) != nsteps + 1):
             self.templates[k] = None  # reaches outside its own ops: never replayed

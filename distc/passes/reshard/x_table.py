@@ -32,11 +32,13 @@ with :func:`~.extra_lower.lower`, correct for uneven pieces and any order of pro
     Paddle's s_to_s reshapes assume an even split (oracle ``u2_5x7_S0_to_S1``), its all_to_all
     ascending process ids, and it mixes up the pieces when neither axis is 0.  distc: the
     uneven S->R above, then a slice of the new piece.
-``x_coshard`` (before ``nd_mesh``, always, opt-in)
+``x_coshard`` (before ``nd_mesh``, always)
     One tensor axis split over several mesh dims (``[Shard(0), Shard(0)]``): Paddle lowers by the
     dims mapping, which names one mesh dim per axis (``[R, R] -> [S0, S0]`` on 2x2 comes out as
     ``[R, S0]``: half the rows where a quarter is due; corpus ``m22_*_to_S0S0``).  distc splits
-    the axis over the mesh dims in turn, the lowest mesh dim outermost.
+    the axis over the mesh dims in turn, the lowest mesh dim outermost (8 rows on [[0,1],[2,3]]:
+    rank 0 rows 0-1, rank 1 rows 2-3, rank 2 rows 4-5, rank 3 rows 6-7), proven on every rank.
+    ``reshard{coshard=false}`` / ``distc reshard --no-coshard`` lower them as Paddle does.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ TABLE = (
     Row("x_s_to_p", before("nd_mesh", 5), lambda a, b: a.kind == "S" and b.kind == "P"),
     Row("x_p_to_p", before("nd_mesh", 4), lambda a, b: a.kind == "P" and b.kind == "P" and a.reduce != b.reduce),
     Row("x_s_to_s", before("nd_mesh", 3), lambda a, b: a.kind == "S" and b.kind == "S"),
-    Row("x_coshard", before("nd_mesh", 1), lambda a, b: True, always=True, optin=True),
+    Row("x_coshard", before("nd_mesh", 1), lambda a, b: True, always=True),
 )
 
 
