@@ -64,7 +64,7 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
             name_a = "<stdin>" if file_a == "-" else file_a
             name_b = "<stdin>" if file_b == "-" else file_b
             sums = None
-            if not no_summary:
+            if not no_summary and (as_json or not res.equal):  # text: no summary of equal programs
                 sums = (summary(prog_a, *infer_rank(prog_a, file_a, rank)),
                         summary(prog_b, *infer_rank(prog_b, file_b, rank)))
             if as_json:

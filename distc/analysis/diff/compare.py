@@ -106,12 +106,20 @@ def _source(v: Value | None, labels: dict[int, object]) -> object:
 
 def _keys(ops: list[tuple[Operation, int]], drop: frozenset[str]) -> list[int]:
     labels = {id(op): _label(op) for op, _ in ops}
+    hashes: dict[int, int] = {}  # the parser shares attribute and type objects: hash each once
+
+    def h(x) -> int:
+        r = hashes.get(id(x))
+        if r is None:
+            r = hashes[id(x)] = hash(x)
+        return r
+
     keys = []
     for op, depth in ops:
-        attrs = tuple(sorted((k, v) for k, v in op.attrs.items() if k not in drop))
+        attrs = frozenset((k, h(v)) for k, v in op.attrs.items() if k not in drop)
         keys.append(hash((op.name, depth, attrs,
-                          tuple(v.type if v is not None else None for v in op.operands),
-                          tuple(r.type for r in op.results),
+                          tuple(h(v.type) if v is not None else None for v in op.operands),
+                          tuple(h(r.type) for r in op.results),
                           tuple(_source(v, labels) for v in op.operands),
                           len(op.regions))))
     return keys
@@ -148,7 +156,8 @@ def diff_programs(a: Program, b: Program, *, exact_rings: bool = False,
     ignored = tuple(ignore_attrs)
     drop = frozenset(ignored) | (frozenset() if exact_rings else {RING})
     fa, fb = _flatten(a), _flatten(b)
-    pairs = _pair_gaps(fa, fb, align(_keys(fa, drop), _keys(fb, drop)))
+    ka, kb = _keys(fa, drop), _keys(fb, drop)
+    pairs = _pair_gaps(fa, fb, align(ka, kb))
     check_rings = not exact_rings and RING not in ignored
     vmap: dict[int, Value] = {}
     paired_a = {id(fa[i][0]) for i, _ in pairs}
@@ -164,7 +173,7 @@ def diff_programs(a: Program, b: Program, *, exact_rings: bool = False,
         diffs.extend(OpDiff("added", None, fb[k][0]) for k in range(pj, j))
         pi, pj = i + 1, j + 1
         oa, ob = fa[i][0], fb[j][0]
-        ch = _op_changes(oa, ob, vmap, paired_a, paired_b, drop, check_rings, rings, rings_back)
+        ch = _op_changes(oa, ob, vmap, paired_a, paired_b, drop, check_rings, rings, rings_back, ka[i] == kb[j])
         if ch:
             diffs.append(OpDiff("changed", oa, ob, ch))
     diffs.extend(OpDiff("removed", fa[k][0], None) for k in range(pi, len(fa)))
@@ -187,12 +196,17 @@ def vname(v: Value | None) -> str:
     return f"%{v.name}" if v.name is not None else "%?"
 
 
-def _op_changes(oa, ob, vmap, paired_a, paired_b, drop, check_rings, rings, rings_back) -> list[Change]:
+def _op_changes(oa, ob, vmap, paired_a, paired_b, drop, check_rings, rings, rings_back,
+                same_key: bool) -> list[Change]:
+    """What differs between two paired ops (``same_key``: their keys are equal, so attributes,
+    types and operand sources are: only operand correspondence and ring ids are left)."""
     ch: list[Change] = []
     if check_rings and (RING in oa.attrs or RING in ob.attrs):
         _ring_change(oa, ob, rings, rings_back, ch)
-    keys = sorted(set(oa.attrs) | set(ob.attrs))
-    for k in keys:
+    if same_key:
+        _operand_changes(oa, ob, vmap, paired_a, paired_b, ch)
+        return ch
+    for k in sorted(set(oa.attrs) | set(ob.attrs)):
         if k in drop:
             continue
         va, vb = oa.attrs.get(k), ob.attrs.get(k)
@@ -205,15 +219,7 @@ def _op_changes(oa, ob, vmap, paired_a, paired_b, drop, check_rings, rings, ring
     if oa.num_operands != ob.num_operands:
         ch.append(Change("operands", "operands", str(oa.num_operands), str(ob.num_operands)))
     else:
-        for n, (va, vb) in enumerate(zip(oa.operands, ob.operands)):
-            if va is None or vb is None:
-                if (va is None) != (vb is None):
-                    ch.append(Change("operand", f"operand {n}", vname(va), vname(vb)))
-                continue
-            if not _counts(va, paired_a) or not _counts(vb, paired_b):
-                continue  # comes from an added or removed op: reported there
-            if vmap.get(id(va)) is not vb:
-                ch.append(Change("operand", f"operand {n}", vname(va), vname(vb)))
+        _operand_changes(oa, ob, vmap, paired_a, paired_b, ch)
     if oa.num_results != ob.num_results:
         ch.append(Change("results", "results", str(oa.num_results), str(ob.num_results)))
     else:
@@ -224,6 +230,18 @@ def _op_changes(oa, ob, vmap, paired_a, paired_b, drop, check_rings, rings, ring
                     ta, tb = str(ra.type), str(rb.type)
                 ch.append(Change("type", f"result({n})", ta, tb))
     return merge_changes(ch)
+
+
+def _operand_changes(oa, ob, vmap, paired_a, paired_b, ch: list[Change]) -> None:
+    for n, (va, vb) in enumerate(zip(oa.operands, ob.operands)):
+        if va is None or vb is None:
+            if (va is None) != (vb is None):
+                ch.append(Change("operand", f"operand {n}", vname(va), vname(vb)))
+            continue
+        if not _counts(va, paired_a) or not _counts(vb, paired_b):
+            continue  # comes from an added or removed op: reported there
+        if vmap.get(id(va)) is not vb:
+            ch.append(Change("operand", f"operand {n}", vname(va), vname(vb)))
 
 
 def _counts(v: Value, paired: set[int]) -> bool:
