@@ -7,7 +7,8 @@ second program of a pair is derived here, in a temporary directory):
 * stages:  mlp680 stage 0 against stage 1 (before partition), 4080 changed ops -> exit 1
 * rings:   mlp96 after Paddle's reshard pass against itself, renumbered and ring ids shifted -> 0
 
-Each number is the best of 3 fresh processes.  Usage:
+Each number is the best of 3 fresh processes (wall time, and CPU time: on a shared machine
+the wall time of a run also counts other programs' work).  Usage:
 
     .venv/bin/python bench/bench_diff.py          # writes bench/results/diff.json
 """
@@ -19,6 +20,7 @@ import json
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,13 +57,18 @@ def _derive(src: Path, dst: Path, rings: int = 0) -> Path:
     return dst
 
 
-def _best(cmd: list[str], n: int = 3) -> tuple[float, subprocess.CompletedProcess]:
-    best, last = float("inf"), None
+def _best(cmd: list[str], n: int = 3) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Best wall time and best CPU time (user + system: what the machine's other load does not
+    inflate much) of ``n`` runs."""
+    best, cpu, last = float("inf"), float("inf"), None
     for _ in range(n):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         last = subprocess.run(cmd, capture_output=True, text=True)
         best = min(best, time.perf_counter() - t0)
-    return best, last  # type: ignore[return-value]
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = min(cpu, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return best, cpu, last  # type: ignore[return-value]
 
 
 def main() -> None:
@@ -76,7 +83,7 @@ def main() -> None:
                  ("stages", s0, s1, 1),
                  ("rings", r96, _derive(r96, tmp / "mlp96.renumbered.ir", rings=5), 0)]
         for name, a, b, want in cases:
-            whole, proc = _best(distc + [str(a), str(b)])
+            whole, cpu, proc = _best(distc + [str(a), str(b)])
             if proc.returncode != want:
                 sys.exit(f"{name}: exit {proc.returncode}, expected {want}\n{proc.stderr[-2000:]}")
             engine = min(json.loads(subprocess.run([sys.executable, "-c", CHILD, str(a), str(b)],
@@ -84,7 +91,8 @@ def main() -> None:
                          for _ in range(3))
             row = {"case": name, "a": a.name, "b": b.name, "a_mb": round(a.stat().st_size / 1e6, 1),
                    "b_mb": round(b.stat().st_size / 1e6, 1), "exit": proc.returncode,
-                   "whole_command_s": round(whole, 2), "diff_engine_s": round(engine, 2),
+                   "whole_command_s": round(whole, 2), "whole_command_cpu_s": round(cpu, 2),
+                   "diff_engine_s": round(engine, 2),
                    "report_lines": proc.stdout.count("\n")}
             results.append(row)
             print(json.dumps(row), flush=True)

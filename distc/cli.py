@@ -15,6 +15,18 @@ from .syntax.printer import print_program
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+EXIT_STATUS = """\b
+Exit status:
+  0   success
+  1   bad input (FILE:LINE:COL: error: with the line and a caret), an output that cannot be
+      written, or a failed check (fmt --check, verify; diff: the programs differ)
+  2   usage error (unknown option, options that exclude each other, a bad -o pattern ...);
+      for diff also trouble reading A or B (as GNU diff)
+  3   verify: an op the simulator has no kernel for
+  70  internal error (a bug in distc: please report it; DISTC_DEBUG=1 shows the traceback)
+"""
+
+
 class _Group(click.Group):
     """The pipeline commands (:mod:`distc.commands`) are imported when they run, not at start."""
 
@@ -29,7 +41,7 @@ class _Group(click.Group):
         return super().get_command(ctx, name) or load(name)
 
 
-@click.group(cls=_Group, context_settings=CONTEXT)
+@click.group(cls=_Group, context_settings=CONTEXT, epilog=EXIT_STATUS)
 @click.version_option(__version__, "-V", "--version", prog_name="distc")
 def main() -> None:
     """distc: read, rewrite and print PaddlePaddle's distributed PIR programs."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -27,6 +28,9 @@ def err_console():
 
 def read_text(path: str) -> str:
     if path == "-":
+        if sys.stdin.isatty():
+            err_console().print("distc: reading a program from the terminal (stdin); end it with Ctrl-D, "
+                                "or give a file name", markup=False)
         return sys.stdin.read()
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -77,6 +81,22 @@ def check_output(path: str | None) -> None:
         raise DiagnosticError(f"cannot write: no directory {d}", filename=path)
     if not os.access(d, os.W_OK) and not (os.path.exists(real) and os.access(real, os.W_OK)):
         raise DiagnosticError(f"cannot write: directory {d} is not writable", filename=path)
+    if os.path.exists(real) and not os.access(real, os.W_OK):
+        raise DiagnosticError("cannot write: permission denied", filename=path)
+
+
+def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks") -> None:
+    """An output pattern's one field is ``{rank}``, and it needs several ranks (usage errors)."""
+    if path is None or path == "-":
+        return
+    fields = re.findall(r"\{[^{}]*\}", path)
+    bad = [f for f in fields if f != "{rank}"]
+    if bad:
+        raise click.UsageError(f"{option} {path!r}: unknown field {bad[0]} (the one field is {{rank}})")
+    if re.sub(r"\{rank\}", "", path).count("{") or re.sub(r"\{rank\}", "", path).count("}"):
+        raise click.UsageError(f"{option} {path!r}: a brace outside {{rank}}")
+    if fields and not many:
+        raise click.UsageError(f"{option} {path!r} has {{rank}}: that is for several ranks ({several})")
 
 
 def write_output(path: str | None, text: str) -> None:
@@ -90,6 +110,13 @@ def write_output(path: str | None, text: str) -> None:
         sys.stdout.flush()
         return
     check_output(path)
+    try:
+        _write(path, text)
+    except OSError as e:  # name the user's path, not a temporary file or a symlink's target
+        raise OSError(e.errno, e.strerror or str(e), path) from None
+
+
+def _write(path: str, text: str) -> None:
     real = os.path.realpath(path)
     if os.path.exists(real) and not os.path.isfile(real):
         with open(real, "w", encoding="utf-8", newline="") as f:

@@ -18,7 +18,7 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import err_console, read_text, reporting, write_output, check_output
+from ..driver import check_output, check_pattern, err_console, read_text, reporting, write_output
 from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
@@ -122,21 +122,28 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
 
         if rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
+        check_pattern(output, "-o", many=all_ranks)
         if not (all_ranks and output is not None and output != "-"):
             check_output(output)
         from ..syntax.parser import parse
+        from .verify import program_ranks
 
         before = parse(source, filename)
+        known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
+        if not all_ranks and not whole and known and rank not in known:
+            raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
+                                  f"{', '.join(map(str, known))}); choose one with --rank",
+                                  filename=filename)
         if whole:  # a whole program: every rank lowered and proven against FILE (distc verify)
-            from .verify import program_ranks, verify_built
+            from .verify import verify_built
 
             status = verify_built(before, lambda r: (str(_lower(source, filename, r, paddle_only, coshard)[0]), None),
                                   names=lambda r: f"<rank {r} of {filename}>")
             if status:
                 sys.exit(status)
             verify = False
-        ranks = (program_ranks(before) if whole else _ranks_of(before)) if (all_ranks or verify) else [rank]
+        ranks = (known if whole else _ranks_of(before)) if (all_ranks or verify) else [rank]
         if all_ranks and not ranks:
             ranks = [rank]
         if verify and rank not in ranks and not all_ranks:

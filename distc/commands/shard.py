@@ -21,7 +21,7 @@ import click
 
 from ..analysis.cost import collectives_in
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import err_console, load, read_text, reporting, write_output, check_output
+from ..driver import check_output, check_pattern, err_console, load, read_text, reporting, write_output
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
@@ -150,6 +150,8 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
             raise click.BadParameter("--rank must be 0 or more")
         many = all_ranks or rank_list is not None
         wanted = parse_ranks(rank_list) if rank_list is not None else None
+        check_pattern(output, "-o", many, "--all-ranks or --ranks")
+        check_pattern(startup_out, "--startup-out", many, "--all-ranks or --ranks")
         if many:
             check_many(rank, all_ranks, rank_list, output, startup_out)
         else:
