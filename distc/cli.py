@@ -99,8 +99,10 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
 @click.option("--time-passes", is_flag=True, help="print a table of pass timings on stderr")
 @click.option("--no-verify-each", is_flag=True, help="skip the verifier between passes")
 @click.option("--print-ir-after-all", is_flag=True, help="print the program after each pass on stderr")
+@click.option("--json", "as_json", is_flag=True,
+              help="pass timings, collectives and decisions as one line of JSON on stderr")
 def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_verify_each: bool,
-        print_ir_after_all: bool) -> None:
+        print_ir_after_all: bool, as_json: bool) -> None:
     """Run a pass pipeline over FILE (mlir-opt style)."""
     import time
 
@@ -118,13 +120,27 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
             err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)
 
         pm = PassManager(passes, verify_each=not no_verify_each, callback=after if print_ir_after_all else None)
-        _run_located(pm, prog, file)
+        ctx = _run_located(pm, prog, file)
         t0 = time.perf_counter()
         text = str(prog)
         t_print = time.perf_counter() - t0
         write_output(output, text)
-        if time_passes:
+        if as_json:
+            _opt_json(pipeline, [("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings),
+                                 ("(print)", t_print)], ctx)
+        elif time_passes:
             _timing_table([("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings), ("(print)", t_print)])
+
+
+def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx) -> None:
+    import json
+
+    colls = [c.as_dict() for c in getattr(ctx, "collectives", []) or []]
+    doc = {"command": "opt", "pipeline": pipeline,
+           "passes": [{"pass": n, "seconds": round(s, 6)} for n, s in timings],
+           "collectives": colls, "bytes_sent": sum(c["moved"] for c in colls),
+           "decisions": list(getattr(ctx, "notes", []) or [])}
+    sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
 
 
 def _run_located(pm, prog, file: str):

@@ -16,14 +16,18 @@ from .ir.core import Program
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse
 
+LOG_WIDTH = 100_000  # the console width off a terminal
 PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on a terminal)
 
 
 def err_console():
     from rich.console import Console
 
-    no_color = bool(os.environ.get("NO_COLOR")) or not sys.stderr.isatty()
-    return Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True)
+    tty = sys.stderr.isatty()
+    no_color = bool(os.environ.get("NO_COLOR")) or not tty
+    # off a terminal (CI logs, files) nothing wraps: a table is as wide as its content
+    return Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
+                   width=None if tty else LOG_WIDTH)
 
 
 def read_text(path: str) -> str:

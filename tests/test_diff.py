@@ -175,3 +175,33 @@ def test_golden_helper_fails_then_passes_after_update(tmp_path, monkeypatch):
     monkeypatch.delenv("DISTC_UPDATE_GOLDEN")
     assert_matches_golden(S1.read_text(), golden)
     assert golden.read_text() == S1.read_text()
+
+
+def test_readme_ci_recipe_runs_as_written(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    m = re.search(r"```sh\n(mkdir -p golden out\n.*?)```", readme, re.S)
+    assert m, "README: the CI recipe"
+    script = m.group(1)
+    shutil.copytree(root / "samples", tmp_path / "samples")
+    for src in re.findall(r"tests/data/\S+?\.ir", script.replace("$r", "{r}")):
+        for r in range(4):
+            p = src.replace("{r}", str(r))
+            if (root / p).exists():
+                (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(root / p, tmp_path / p)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("same program") == 4
+    # a changed program fails the job with exit 1
+    (tmp_path / "out/main.r2.ir").write_text(S0.read_text())
+    r = subprocess.run(["bash", "-e", "-c", script.split("distc shard")[0] +
+                        "distc diff golden/main.r2.ir out/main.r2.ir --no-summary"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 1 and "changed" in r.stdout

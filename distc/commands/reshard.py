@@ -20,6 +20,7 @@ import click
 from ..dialects import ops
 from ..driver import check_output, check_pattern, err_console, read_text, reporting, write_output
 from ..syntax.diagnostics import DiagnosticError
+from . import reshard_report as report
 
 EPILOG = """\b
 Placements, one per mesh dim, comma-separated: r, p (= p:sum), p:avg, p:max, p:min,
@@ -88,8 +89,10 @@ def _output_path(out: str, rank: int) -> str:
 @click.option("--verify", is_flag=True, help="check the lowering numerically on every rank (simulator)")
 @click.option("--explain", is_flag=True, help="say which reshard function lowered what, and why")
 @click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
+@click.option("--json", "as_json", is_flag=True,
+              help="the summary (collectives, bytes per rank, decisions) as one line of JSON on stderr")
 def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype,
-            paddle_only, coshard, verify, explain, quiet) -> None:
+            paddle_only, coshard, verify, explain, quiet, as_json) -> None:
     """Lower dist_op.reshard ops for a rank as Paddle 3.3.1 does, or explore one reshard.
 
     With FILE: lower every reshard of the program (same as `distc opt -p 'reshard{rank=R}'`).
@@ -154,11 +157,13 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         shown = ranks if all_ranks else [rank]
 
         con = err_console()
-        if explain:
-            for r in shown:
-                _explain(con, r, results[r][1], len(shown) > 1)
-        if not quiet:
-            _summary(con, {r: results[r][1] for r in shown}, before)
+        ctxs = {r: results[r][1] for r in shown}
+        if explain and not as_json:
+            report.explain(con, ctxs)
+        if as_json:
+            con.print(report.to_json(ctxs), markup=False, highlight=False, soft_wrap=True)
+        elif not quiet:
+            report.summary(con, ctxs)
         if verify:
             _verify(con, before, {r: results[r][0] for r in results})
 
@@ -229,73 +234,6 @@ def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bo
         e.notes.append(f"lowering for rank {rank}")
         raise e.located(filename, source) from None
     return prog, ctx
-
-
-def _layout_text(d) -> str:
-    from ..passes.reshard.util import layout_name
-
-    return layout_name(d)
-
-
-def _explain(con, rank: int, ctx, several: bool) -> None:
-    from rich.text import Text
-    steps = ctx.stats.get("reshard_steps", [])
-    head = f"rank {rank}: " if several else ""
-    if not steps:
-        con.print(Text(f"{head}no dist_op.reshard to lower"))
-    for s in steps:
-        where = f"line {s['loc'][0]}: " if s.get("loc") else ""
-        con.print(Text(f"{head}{where}{_layout_text(s['src'])} -> {_layout_text(s['dst'])}", style="bold"))
-        fn = s["function"]
-        origin = " (Paddle 3.3.1)" if s.get("paddle") else (" (distc extension)" if fn[:1] != "(" else "")
-        con.print(Text(f"  lowered by: {fn}{origin}"))
-        for t in s.get("tried", []):
-            con.print(Text(f"  skipped: {t}"))
-        if s.get("ops"):
-            con.print(Text("  inserted: " + ", ".join(n.split(".", 1)[-1] for n in s["ops"])))
-    for n in ctx.notes:
-        con.print(Text(f"{head}note: {n}"))
-    rings = ctx.stats.get("ring_allocator")
-    if rings is not None and rings.groups:
-        con.print(Text(f"{head}ring ids: " + ", ".join(f"{i}=[{','.join(map(str, g))}]" for i, g in rings.table())))
-
-
-def _summary(con, ctxs: dict, before) -> None:
-    from rich.table import Table
-    from rich.text import Text
-    from ..analysis.cost import human_bytes
-
-    several = len(ctxs) > 1
-    table = Table(title="communication" + ("" if several else f" (rank {next(iter(ctxs))})"),
-                  title_justify="left")
-    if several:
-        table.add_column("rank", justify="right")
-    for c, j in (("op", "left"), ("group", "left"), ("ring", "right"), ("buffer", "left"),
-                 ("bytes sent", "right"), ("function", "left")):
-        table.add_column(c, justify=j)
-    total: dict[int, int] = {}
-    n = 0
-    for r, ctx in ctxs.items():
-        total[r] = 0
-        for c in ctx.collectives:
-            n += 1
-            total[r] += c.moved
-            shape = "x".join(map(str, c.local_shape)) or "scalar"
-            buf = f"{shape}x{c.dtype} ({human_bytes(c.nbytes)})"
-            sent = human_bytes(c.moved)
-            if not c.runs:
-                buf, sent = "(rank not in group)", "-"
-            cells = [c.op.split(".", 1)[-1], "[" + ",".join(map(str, c.ranks)) + "]", str(c.ring_id), buf,
-                     sent, c.function]
-            if several:
-                cells.insert(0, str(r))
-            table.add_row(*(Text(x) for x in cells))
-    if n == 0:
-        con.print(Text("no communication: every rank only computes locally"
-                       + ("" if several else f" (rank {next(iter(ctxs))})")))
-        return
-    con.print(table)
-    con.print(Text("bytes sent per rank: " + ", ".join(f"rank {r}: {human_bytes(b)}" for r, b in total.items())))
 
 
 def _verify(con, before, progs: dict) -> None:

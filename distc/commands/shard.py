@@ -132,10 +132,12 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
 @click.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
 @click.option("--verify", "prove", is_flag=True, help="build every rank's program (and startup program) and "
               "prove them against MAIN with the simulator (see distc verify); nothing is written if they differ")
+@click.option("--json", "as_json", is_flag=True,
+              help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 def command(main_file: str, output: str | None, stage: int, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
-            prove: bool) -> None:
+            prove: bool, as_json: bool) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1."""
     from ..passes import load_passes
 
@@ -178,9 +180,16 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
         if many:
             results = run_ranks(sh, ranks, jobs, output, startup_out,
                                 lambda r: _lower(sh, r, annotate_only, dense, verify_each))
-            if explain:
+            if explain and not as_json:
                 _explain(sh, results)
-            if not quiet:
+            if as_json:
+                summary_json(sh, stage, {r: {
+                    "rank": r, "collectives": x["collectives"], "bytes_sent": x["bytes_sent"],
+                    "memory": {"before": {"optimizer_states": x["states_before"], "total": x["memory_before"]},
+                               "after": {"optimizer_states": x["states_after"], "total": x["memory_after"]}},
+                    "saved": x["memory_before"] - x["memory_after"]} for r, x in results.items()},
+                    [n for x in results.values() for n in x["notes"]])
+            elif not quiet:
                 rank_summary(results, stage, sh.ctx.stats.get("sharding_axis"))
             return
         assert rank is not None
@@ -189,11 +198,38 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
         write_output(output, res.text)
         if res.startup_text is not None:
             write_output(startup_out, res.startup_text)
-        if explain:
+        if explain and not as_json:
             _explain(sh, {rank: res})
-        if not quiet:
+        if as_json:
+            summary_json(sh, stage, {rank: _rank_json(sh, rank, res)}, res.notes, res.ran)
+        elif not quiet:
             _summary(memory_of(sh.before, rank), memory_of(sh.after, rank), res.colls, stage,
                      sh.ctx.stats.get("sharding_axis"), rank)
+
+
+def _rank_json(sh, rank: int, res) -> dict:
+    before, after = memory_of(sh.before, rank), memory_of(sh.after, rank)
+    kinds: dict[tuple, dict] = {}
+    for c in res.colls or []:
+        k = kinds.setdefault((c.kind, c.ranks), {"kind": c.kind, "group": list(c.ranks), "count": 0, "bytes_sent": 0})
+        k["count"] += 1
+        k["bytes_sent"] += c.moved
+    mem = {name: {"parameters": m.params, "gradients": m.grads, "optimizer_states": m.states, "total": m.total}
+           for name, m in (("before", before), ("after", after))}
+    return {"rank": rank, "collectives": None if res.colls is None else len(res.colls),
+            "bytes_sent": None if res.colls is None else sum(c.moved for c in res.colls),
+            "by_group": [kinds[k] for k in sorted(kinds)], "memory": mem, "saved": before.total - after.total}
+
+
+def summary_json(sh, stage: int, ranks: dict, notes: list[str], ran: list[str] = ()) -> None:
+    """``--json``: one line on stderr, the last one distc prints."""
+    import json
+    import sys
+
+    doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.get("sharding_axis"),
+           "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
+           "ranks": {str(r): x for r, x in sorted(ranks.items())}}
+    sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
 
 
 @dataclass
