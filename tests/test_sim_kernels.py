@@ -4,6 +4,9 @@ tiny program, through :func:`distc.analysis.simulate.simulate_serial`."""
 
 from __future__ import annotations
 
+import gzip
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -252,3 +255,45 @@ def test_global_norm_clip_chain():
     factor = run_op("pd_op.divide", [one, run_op("pd_op.maximum", [norm, one])[0]])[0]
     ref = 1 / max(np.sqrt(sum(np.sum(g * g) for g in gs)), 1.0)
     close(factor, [ref], 1e-12)
+
+
+# ------------------------------------------------------------------------------ random initializers
+INIT = pathlib.Path(__file__).parent / "data" / "verify" / "init_startup.ir.gz"  # printed by Paddle 3.3.1
+
+
+def _init_programs(std_rank1: str | None = None):
+    from distc.ir.dist import ProcessMesh, TensorDistAttr
+
+    text = gzip.decompress(INIT.read_bytes()).decode()
+    mesh = ProcessMesh((2,), (0, 1))
+    layouts = {"linear_0.w_0": TensorDistAttr(mesh, (-1, 0), ()), "linear_1.w_0": TensorDistAttr(mesh, (0, -1), ())}
+    local = text.replace("tensor<8x6xf32>", "tensor<8x3xf32>").replace("tensor<6x3xf32>", "tensor<3x3xf32>")
+    ranks = {r: parse(local if std_rank1 is None or r == 0 else local.replace("std:0.02", std_rank1), f"r{r}.ir")
+             for r in (0, 1)}
+    return parse(text, "serial.ir"), ranks, layouts
+
+
+def test_random_initializers_are_seeded_alike_and_cut_by_layout():
+    from distc.analysis.simulate.proof import verify_startup
+
+    serial, ranks, layouts = _init_programs()
+    rep = verify_startup(serial, ranks, layouts, seed=4)
+    assert rep.status == 0, rep.summary()
+    assert rep.tensors == 12 and rep.max_abs == 0  # 6 parameters on 2 ranks, bit-equal pieces
+    vals = simulate_serial(serial, {}, seed=4)
+    first = {op.name: op for op in reversed(serial.ops)}
+    w0, w1, w2 = (vals.get_value(first[n].results[0])
+                  for n in ("pd_op.uniform", "pd_op.gaussian", "pd_op.truncated_gaussian_random"))
+    assert w0.shape == (8, 6) and np.abs(w0).max() <= 0.654654 and np.std(w0) > 0.2   # uniform(-a, a)
+    assert w1.shape == (6, 3) and 0.005 < np.std(w1) < 0.05                            # normal(0, 0.02)
+    assert w2.shape == (3, 2) and np.abs(w2).max() <= 2.0                              # truncated
+    other = simulate_serial(serial, {}, seed=5)
+    assert not np.array_equal(other.get_value(first["pd_op.uniform"].results[0]), w0)
+
+
+def test_random_initializer_mutation_is_caught():
+    from distc.analysis.simulate.proof import verify_startup
+
+    serial, ranks, layouts = _init_programs(std_rank1="std:0.03")
+    rep = verify_startup(serial, ranks, layouts)
+    assert rep.status == 1 and rep.divergence.rank == 1 and rep.divergence.value == "linear_1.w_0"

@@ -93,7 +93,7 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
         return report
 
     try:
-        sv = simulate_serial(serial, inputs, progress=progress)
+        sv = simulate_serial(serial, inputs, progress=progress, seed=seed)
     except SimulationError as e:
         return failed(e, {0: serial.filename}, True)
     try:
@@ -143,7 +143,7 @@ def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, see
     dst = rs.results[0].type.dist if isinstance(rs.results[0].type, DistTensorType) else None
     inputs = make_inputs(serial, seed)
     try:
-        sv = simulate_serial(serial, inputs, progress=progress)
+        sv = simulate_serial(serial, inputs, progress=progress, seed=seed)
         rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
     except SimulationError as e:
         d = Divergence(e.rank, e.op, e.message,
@@ -191,8 +191,8 @@ def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Ma
     (Paddle's per-rank startup programs keep the global ``shape`` attribute)."""
     report = StepReport(sorted(programs), rtol, atol)
     try:
-        sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True)
-        rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True)
+        sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True, seed=seed)
+        rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True, layouts=layouts)
     except SimulationError as e:
         d = Divergence(e.rank, e.op, e.message,
                        filename=programs[e.rank].filename if e.rank in programs else serial.filename)

@@ -1,3 +1,3 @@
 """The kernel families; importing this package fills :data:`..registry.KERNELS`."""
 
-from . import collectives, elementwise, grads, nn, optimizers, shape, structural  # noqa: F401
+from . import collectives, elementwise, grads, init, nn, optimizers, shape, structural  # noqa: F401
