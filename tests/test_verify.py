@@ -267,3 +267,14 @@ def test_progress_callback_counts_every_op():
     rep = verify_step(sp, progs, progress=seen.append)
     assert rep.status == 0
     assert sum(seen) == len(sp.ops) + sum(len(p.ops) for p in progs.values())
+
+
+STAGE1_MAINS = sorted({f.name: f for d in STAGE1 for f in d.glob("*.s0.r0.before_partition.ir")}.values())
+
+
+@pytest.mark.parametrize("path", STAGE1_MAINS, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("stage", ["0", "1"])
+def test_shard_verify_stage1_mlp_cases(path, stage):
+    r = CliRunner().invoke(main, ["shard", str(path), "--stage", stage, "--verify", "-q", "-o", "/dev/null"])
+    assert r.exit_code == 0, r.output
+    assert "verify: EQUAL" in r.output
