@@ -80,3 +80,13 @@ def test_exit_statuses_are_documented():
     text = run("--help").stdout
     assert "Exit status:" in text and "2   usage error" in text and "70  internal error" in text
     assert run("reshard", "--frobnicate").exit_code == 2
+
+
+def test_reshard_all_ranks_writes_every_file_or_none(tmp_path):
+    (tmp_path / "o.1.ir").mkdir()  # rank 1's output cannot be written
+    r = run("reshard", "--from", "s0", "--to", "r", "--all-ranks", "-o", tmp_path / "o.{rank}.ir", "-q")
+    assert r.exit_code == 1 and "o.1.ir" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.1.ir"]  # no rank 0 file, no temporary
+    (tmp_path / "o.1.ir").rmdir()
+    assert run("reshard", "--from", "s0", "--to", "r", "--all-ranks", "-o", tmp_path / "o.{rank}.ir", "-q").exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.0.ir", "o.1.ir"]

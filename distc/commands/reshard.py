@@ -18,7 +18,8 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import check_output, check_pattern, err_console, read_text, reporting, write_output
+from ..driver import (Staged, check_output, check_pattern, err_console, read_text, reporting, write_file,
+                      write_output)
 from ..syntax.diagnostics import DiagnosticError
 from . import reshard_report as report
 
@@ -167,11 +168,15 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if verify:
             _verify(con, before, {r: results[r][0] for r in results})
 
-        if all_ranks and output is not None and output != "-":
-            for r in shown:
-                check_output(_output_path(output, r))
-            for r in shown:
-                write_output(_output_path(output, r), str(results[r][0]))
+        if all_ranks and output is not None and output != "-":  # every file, or none
+            staged = Staged()
+            try:
+                for r in shown:
+                    write_file(staged.plan(_output_path(output, r)), str(results[r][0]))
+            except BaseException:
+                staged.discard()
+                raise
+            staged.commit()
         elif all_ranks:
             write_output(None, "".join(f"// ----- rank {r} -----\n{results[r][0]}" for r in shown))
         else:
