@@ -112,6 +112,9 @@ def test_json_report_parses(tmp_path):
     assert rep["equal"] is False and rep["a"] == str(S0)
     assert rep["summary"]["a"]["by_kind"]["all_reduce"]["count"] == 5
     assert rep["summary"]["b"]["by_kind"]["reduce_scatter"]["count"] == 4
+    # per-rank memory as distc shard reports it (Paddle's lowered programs: parameters stay whole)
+    assert (rep["summary"]["a"]["memory"]["total"], rep["summary"]["b"]["memory"]["total"]) == (8992, 6752)
+    assert rep["summary"]["a"]["memory"]["parameters"] == rep["summary"]["b"]["memory"]["parameters"]
     assert {d["kind"] for d in rep["differences"]} == {"added", "removed", "changed"}
     same = json.loads(distc("diff", S1, S1, "--json").stdout)
     assert same["equal"] is True and same["differences"] == []

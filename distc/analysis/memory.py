@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from ..dialects import ops
+from ..dialects.collectives import C_REDUCESCATTER, PD_REDUCE_SCATTER
 from ..dialects.optimizers import BETA_POW, GRAD, MASTER, PARAM, STATE, optimizer_sig, param_name
 from ..ir.core import Program, Value
 from ..ir.types import DTYPE_BYTES, DistTensorType, DenseTensorType
@@ -77,10 +78,15 @@ class MemoryReport:
         return {r.name: r for r in self.rows}
 
 
+# what a reshard in front of the update becomes once lowered: the value resident on the rank is
+# the one before them (a lowered ZeRO-1 program slices the parameter, reduce-scatters the gradient)
+_RESHARD_STEPS = frozenset({ops.RESHARD, ops.SLICE, ops.TRANSPOSE, PD_REDUCE_SCATTER, C_REDUCESCATTER})
+
+
 def _source(v: Value | None) -> Value | None:
-    """Look through reshards the partition pass put in front of the update."""
+    """Look through the reshards (lowered or not) the partition pass put in front of the update."""
     seen = 0
-    while v is not None and v.owner is not None and v.owner.name == ops.RESHARD and seen < 8:
+    while v is not None and v.owner is not None and v.owner.name in _RESHARD_STEPS and seen < 8:
         v = v.owner.operand(0)
         seen += 1
     return v
