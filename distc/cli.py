@@ -189,5 +189,26 @@ def list_passes() -> None:
         click.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
 
 
+def run() -> None:
+    """The ``distc`` executable: :func:`main`, then exit without tearing down the objects the
+    command built (a big program is a million objects: freeing them one by one takes longer
+    than some commands).  Outputs are closed by then; stdout and stderr are flushed here."""
+    import os
+
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()

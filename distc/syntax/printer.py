@@ -20,6 +20,7 @@ class _Printer:
         self.out: list[str] = []
         self.counter = 0
         self.type_text: dict = {}
+        self.tails: dict = {}  # see op_line
         self.inline_pending: set[int] = set()
         self.fresh = 0
         if not self.style.renumber:
@@ -106,6 +107,8 @@ class _Printer:
         ind = op.indent if op.indent is not None else indent
         if clean:
             out.append(op.src)
+        elif op.src is not None and not op.dirty and not self.canonical:
+            out.append(self.renamed_line(op, ind))
         else:
             out.append(self.op_line(op, ind))
         if op.regions:
@@ -118,6 +121,27 @@ class _Printer:
                     out.append(region.close_src)
                 else:
                     out.append(ind + ("} else {" if k < last else "}"))
+
+    def renamed_line(self, op: Operation, indent: str) -> str:
+        """An unchanged op whose values are numbered anew: its source line with the new names
+        (attributes and types are copied as they are; anything unusual: printed anew)."""
+        src = op.src
+        assert src is not None
+        p = src.find(') = "')
+        q = src.find('" (', p + 5 + len(op.name)) if p >= 0 else -1
+        r = src.find(")", q + 3) if q >= 0 else -1
+        if r < 0 or op.operand_keywords or op.sig != "full" or op.regions:
+            return self.op_line(op, indent)
+        names = []
+        for v in op._operands:
+            if v is None:
+                names.append("<<NULL VALUE>>")
+            elif id(v) in self.inline_pending:
+                return self.op_line(op, indent)
+            else:
+                names.append("%" + v._pname)  # type: ignore[operator]
+        return "".join((indent, "(", ", ".join(["%" + r_._pname for r_ in op.results]),  # type: ignore[operator]
+                        src[p:q + 3], ", ".join(names), src[r:]))
 
     def op_line(self, op: Operation, indent: str) -> str:
         parts = [indent, "(", ", ".join("%" + r._pname for r in op.results), ') = "', op.name, '"']
@@ -138,14 +162,23 @@ class _Printer:
         if op.sig == "none":
             parts.append(" { ")
             return "".join(parts)
-        parts.append(" " + format_attr_dict(op.attrs, self.style.sorted_attrs))
-        t = self._t
-        outs = ", ".join(t(r.type) for r in op.results)
-        if op.sig == "full":
-            ins = ", ".join("<<NULL TYPE>>" if v is None else t(v.type) for v in op._operands)
-            parts.append(f" : ({ins}) -> {outs}")
-        else:
-            parts.append(f" -> {outs}")
+        # the rest (attributes, types) is often the same objects as an op printed before (a
+        # replayed reshard, a layer like the last one): keyed by identity, valid while printing
+        attrs = op.attrs
+        key = (op.sig, tuple(attrs), tuple(map(id, attrs.values())),
+               tuple(id(r._type) for r in op.results), tuple(id(v._type) if v is not None else 0 for v in op._operands))
+        tail = self.tails.get(key)
+        if tail is None:
+            t = self._t
+            outs = ", ".join(t(r.type) for r in op.results)
+            tail = " " + format_attr_dict(attrs, self.style.sorted_attrs)
+            if op.sig == "full":
+                ins = ", ".join("<<NULL TYPE>>" if v is None else t(v.type) for v in op._operands)
+                tail += f" : ({ins}) -> {outs}"
+            else:
+                tail += f" -> {outs}"
+            self.tails[key] = tail
+        parts.append(tail)
         if op.regions:
             parts.append(" {")
         return "".join(parts)
