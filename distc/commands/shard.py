@@ -25,6 +25,7 @@ from ..driver import check_output, check_pattern, err_console, load, read_text, 
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
+from .shard_inputs import check_main, check_startup
 from .shard_ranks import check_many, parse_ranks, rank_summary, run_ranks, select_ranks
 
 def _ranks_of(prog: Program) -> list[int]:
@@ -93,6 +94,7 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
             t.add_row("(none)", "", "0", "0")
         con.print(t)
     m = Table(title=f"per-rank memory, rank {rank} (stage {stage}"
+              + (" = stage 1, as in Paddle's static mode" if stage == 2 else "")
               + (f", sharding mesh dim {axis}" if axis is not None else "") + ")")
     for col in ("", "before", "after", "saved"):
         m.add_column(col, justify="right" if col else "left")
@@ -103,6 +105,10 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
     con.print(m)
     saved = before.states - after.states
     pct = f" ({100 * saved / before.states:.1f}% of optimizer states)" if before.states else ""
+    if stage == 3:
+        saved = before.total - after.total
+        pct = f" ({100 * saved / before.total:.1f}%: parameters, gradients and optimizer states)" \
+            if before.total else ""
     con.print(f"ZeRO-{stage} saving on rank {rank}: {saved} bytes = {human(saved)}{pct}; "
               f"total per rank {before.total} -> {after.total} bytes", markup=False)
 
@@ -111,8 +117,11 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
 @click.argument("main_file", metavar="MAIN")
 @click.option("-o", "--output", default=None, help="output file (default stdout); with several ranks a "
               "pattern with {rank}, e.g. 'out/main.r{rank}.ir'")
-@click.option("--stage", type=click.IntRange(0, 1), default=1, show_default=True,
-              help="ZeRO stage: 1 shards optimizer states, 0 is plain data parallel")
+@click.option("--stage", type=click.IntRange(0, 3), default=1, show_default=True,
+              help="ZeRO stage: 1 shards optimizer states, 2 = 1 (as Paddle's static mode), 3 shards "
+              "parameters too, 0 is plain data parallel")
+@click.option("--amp", is_flag=True, help="Paddle's AMP optimizer path: gradients resharded to the ZeRO "
+              "layout before the global-norm clip (taken by itself when the program shows AMP)")
 @click.option("--axis", default=None, help="sharding mesh dim, by index or name (see --mesh-dims); "
               "default: Paddle's rule (0, or the last dim a parameter is replicated on)")
 @click.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp (PIR text does not print them)")
@@ -134,7 +143,7 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
               "prove them against MAIN with the simulator (see distc verify); nothing is written if they differ")
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
-def command(main_file: str, output: str | None, stage: int, axis: str | None, mesh_dims: str, rank: int | None,
+def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
             prove: bool, as_json: bool) -> None:
@@ -174,9 +183,17 @@ def command(main_file: str, output: str | None, stage: int, axis: str | None, me
             if known and rank not in known:
                 raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
                                       f"{', '.join(map(str, known))})", filename=prog.filename)
+        warn = lambda m: err_console().print(m, markup=False)  # noqa: E731
+        check_main(prog, prog.filename or main_file, stage, warn)
         if prove:
-            _prove(main_file, startup, stage, axis, dims, output if many else None)
-        sh = _prepare(prog, main_file, startup, stage, axis, dims, annotate_only, verify_each)
+            _prove(main_file, startup, stage, amp, axis, dims, output if many else None)
+        sh = _prepare(prog, main_file, startup, stage, amp, axis, dims, annotate_only, verify_each)
+        if sh.sprog is not None:
+            assert startup is not None
+            try:
+                check_startup(prog, sh.sprog, sh.sprog.filename or startup, warn)
+            except DiagnosticError as e:
+                raise e.located(startup, read_text(startup)) from None
         if many:
             results = run_ranks(sh, ranks, jobs, output, startup_out,
                                 lambda r: _lower(sh, r, annotate_only, dense, verify_each))
@@ -246,6 +263,7 @@ class _Shared:
     startup: str | None = None
     sprog: Program | None = None
     notes: list[str] = field(default_factory=list)  # what the shared passes noted
+    param_layouts: dict = field(default_factory=dict)  # parameters (stage 3 reshards them in startup)
 
 
 @dataclass
@@ -258,7 +276,7 @@ class RankResult:
     extra: dict = field(default_factory=dict)
 
 
-def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, axis: str | None,
+def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, amp: bool, axis: str | None,
              dims: tuple[str, ...], annotate_only: bool, verify_each: bool) -> _Shared:
     """Shard-optimizer and partition (and parse the startup program): the rank-independent work."""
     from ..passes.base import REGISTRY
@@ -266,11 +284,12 @@ def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, axi
 
     sh = _Shared(main_file, prog, PassContext(), optimizer_operands(prog), [], {}, [], startup)
     if stage >= 1:
-        p = REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims)  # type: ignore[call-arg]
+        p = REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims, amp=amp)  # type: ignore[call-arg]
         _run([p], prog, sh.ctx, main_file, verify_each, final_verify=annotate_only)
         sh.ran.append(p.spec())
     sh.after = optimizer_operands(prog)
     sh.layouts = persistable_layouts(prog)
+    sh.param_layouts = persistable_layouts(prog, params=True)
     if not annotate_only:
         _run([REGISTRY["partition"]()], prog, sh.ctx, main_file, verify_each)
         sh.ran.append("partition")
@@ -305,7 +324,7 @@ def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each
     if sh.sprog is not None:
         assert sh.startup is not None
         try:
-            shard_startup(sh.sprog, sh.layouts, rank, ctx)
+            shard_startup(sh.sprog, sh.layouts, rank, ctx, params=sh.param_layouts)
         except DiagnosticError as e:
             raise e.located(sh.sprog.filename or sh.startup, read_text(sh.startup)) from None
         ran.append(f"shard-startup{{rank={rank}}} (on {sh.startup})")
@@ -327,7 +346,7 @@ def _explain(sh: _Shared, results: dict[int, RankResult]) -> None:
             con.print("  " + n, markup=False)
 
 
-def _prove(main_file: str, startup: str | None, stage: int, axis: str | None, dims: tuple[str, ...],
+def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str | None, dims: tuple[str, ...],
            pattern: str | None) -> None:
     """``--verify``: every rank's program from a fresh copy of MAIN, proven against MAIN."""
     import sys
@@ -335,11 +354,12 @@ def _prove(main_file: str, startup: str | None, stage: int, axis: str | None, di
     from .verify import verify_built
 
     serial = load(main_file)
-    sh = _prepare(load(main_file), main_file, startup, stage, axis, dims, False, False)
+    sh = _prepare(load(main_file), main_file, startup, stage, amp, axis, dims, False, False)
 
     def build(rank: int) -> tuple[str, str | None]:
         one = _Shared(sh.main_file, sh.prog.clone(), PassContext(), sh.before, sh.after, sh.layouts, [], sh.startup,
                       sh.sprog.clone() if sh.sprog is not None else None)
+        one.param_layouts = sh.param_layouts
         res = _lower(one, rank, False, False, False)
         return res.text, res.startup_text
 

@@ -36,6 +36,8 @@ from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map: re-e
     optimizer_sig, param_name,
 )
 from .base import ModulePass, PassContext, register
+from .zero3 import local_state_shapes, shard_parameters
+from .zero_clip import detect_amp, reshard_grads_before_clip
 from .sharding_util import Cursor, dist_of, fail, make_reshard, op_role_attr, same_layout
 
 
@@ -185,11 +187,15 @@ class ShardOptimizerPass(ModulePass):
     stage: int = 1
     axis: str = ""  # mesh dim index or name; "" = Paddle's rule (0, or the last Replicate dim)
     mesh_dims: tuple = ()  # mesh dim names, e.g. dp,mp (PIR text does not print them)
+    amp: bool = False  # Paddle's AMP optimizer path (also taken when the program shows AMP)
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
-        if self.stage not in (0, 1):
-            raise DiagnosticError(f"shard-optimizer: stage {self.stage} is not supported (0 or 1: "
-                                  "ZeRO stage 1 shards optimizer states only)")
+        if self.stage not in (0, 1, 2, 3):
+            raise DiagnosticError(f"shard-optimizer: stage {self.stage} is not supported (0 to 3)")
+        if self.stage == 2:
+            ctx.notes.append("shard-optimizer: stage 2 = stage 1: in Paddle 3.3.1's static mode ZeRO-2 "
+                             "gives the stage-1 program byte for byte (the gradient reduce-scatter "
+                             "stage 1 already inserts is the gradient sharding)")
         if self.stage == 0:
             ctx.notes.append("shard-optimizer: stage 0, optimizer states left as they are")
             return
@@ -225,11 +231,22 @@ class ShardOptimizerPass(ModulePass):
         dim_name = self.mesh_dims[axis] if axis < len(self.mesh_dims) else f"mesh dim {axis}"
         ctx.stats["sharding_axis"] = axis
         ctx.notes.append(f"shard-optimizer: sharding mesh dim {axis} ({dim_name}, {how})")
+        targets = self._grad_targets(opt_ops, axis, mk)
+        if self.stage != 3:
+            self._amp_path(prog, targets, mk, ctx)
         decisions: list[ShardingDecision] = []
         for op, sig in opt_ops:
             dec = self._shard_one(op, sig, axis, mk, ctx)
             if dec is not None:
                 decisions.append(dec)
+        if self.stage == 3:
+            # Paddle's stage 3 retypes the gradients too; under AMP it then reshards them as well
+            # (a reshard to the layout they already have)
+            shard_parameters(prog, targets, mk, ctx, dim_name)
+            self._amp_path(prog, targets, mk, ctx)
+            local_state_shapes(decisions)
+            for op, sig in opt_ops:
+                respmd(op, sig, mk)
         ctx.stats["sharded_states"] = decisions
 
     def _shard_one(self, op: Operation, sig: OptSig, axis: int, mk: Maker,
@@ -276,6 +293,38 @@ class ShardOptimizerPass(ModulePass):
             pl = "[" + ", ".join(str(p) for p in sharded) + "]"
             ctx.notes.append(f"shard-optimizer: {pname} ({op.name}): {names} -> {pl}")
         return dec
+
+    @staticmethod
+    def _grad_targets(opt_ops, axis: int, mk: Maker) -> list[tuple[Operation, int, TensorDistAttr]]:
+        """(optimizer op, grad operand index, ZeRO layout) of every parameter ZeRO shards."""
+        targets = []
+        for op, sig in opt_ops:
+            p = op.operand(0)
+            pd, pt = dist_of(p), p.type if p is not None else None
+            if pd is None or not isinstance(pt, DistTensorType) or pt.rank == 0 or pt.shape[0] == 1:
+                continue
+            if axis >= pd.mesh.ndim or pd.placements[axis].kind != "R":
+                continue
+            gi = next((i for i, (role, _) in enumerate(sig.operands) if role == GRAD), None)
+            if gi is None:
+                continue
+            want = mk.from_placements(pd.mesh, placements_with_sharding(pd, pt.rank, axis, op), pt.rank)
+            targets.append((op, gi, want))
+        return targets
+
+    def _amp_path(self, prog: Program, targets, mk: Maker, ctx: PassContext) -> bool:
+        why = detect_amp(prog)
+        if not self.amp and not why:
+            return False
+        ctx.stats["amp"] = True
+        ctx.notes.append("shard-optimizer: AMP optimizer path (" + ("--amp" if self.amp else "detected: ")
+                         + "; ".join(why) + "): gradients resharded to the ZeRO layout before the "
+                         "global-norm clip, which sums the norms of the sharded gradients")
+        n = reshard_grads_before_clip(prog, targets, mk)
+        if n == 0:
+            ctx.notes.append("shard-optimizer: AMP path: no global-norm clip on the gradients; "
+                             "the gradients are resharded at the update as without AMP")
+        return True
 
     @staticmethod
     def _place(op: Operation, i: int, v: Value, attr: TensorDistAttr, mk: Maker) -> None:

@@ -14,7 +14,9 @@ optimizer state at its global shape and keep only rank R's piece, as Paddle 3.3.
 
 ``stop`` ends early: ``insert`` after step 2, ``reshard`` after step 3 (Paddle's
 ``startup_after_reshard`` snapshot); ``final`` (default) is what Paddle hands the executor.
-Parameters (``builtin.parameter`` in main) are never resharded here, as in Paddle.
+Parameters (``builtin.parameter`` in main) are resharded only where their layout differs from
+the startup value's (ZeRO stage 3 on a startup program built without it); a value the startup
+program already gives the main program's layout is left alone (Paddle's own stage-3 startup).
 """
 
 from __future__ import annotations
@@ -29,17 +31,19 @@ from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import REGISTRY, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
-from .sharding_util import Cursor, fail, make_reshard, persistable, set_persistable
+from .sharding_util import Cursor, fail, make_reshard, persistable, same_layout, set_persistable
 
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
 
-def persistable_layouts(main: Program) -> dict[str, DistTensorType]:
-    """name -> type of every ``pd_op.data`` of the main program (Paddle's ``name_map_value``)."""
+def persistable_layouts(main: Program, params: bool = False) -> dict[str, DistTensorType]:
+    """name -> type of every ``pd_op.data`` of the main program (Paddle's ``name_map_value``);
+    with ``params``, of every ``builtin.parameter`` instead."""
     out: dict[str, DistTensorType] = {}
+    want, key = (ops.PARAMETER, "parameter_name") if params else (ops.DATA, "name")
     for op in main.block.ops:
-        if op.name == ops.DATA:
-            a = op.attr("name")
+        if op.name == want:
+            a = op.attr(key)
             t = op.results[0].type if op.results else None
             if a is not None and isinstance(t, DistTensorType):
                 out[str(a.value)] = t  # type: ignore[union-attr]
@@ -47,8 +51,10 @@ def persistable_layouts(main: Program) -> dict[str, DistTensorType]:
 
 
 def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType],
-                            notes: list[str] | None = None) -> list[Operation]:
-    """Step 1 and 2.  Returns the sink ops whose input was resharded."""
+                            notes: list[str] | None = None,
+                            params: dict[str, DistTensorType] | None = None) -> list[Operation]:
+    """Step 1 and 2.  Returns the sink ops whose input was resharded.  ``params``: parameter
+    layouts, resharded only where the startup value has another layout."""
     mk = Maker(startup.style)
     changed: list[Operation] = []
     for op in list(startup.block.ops):
@@ -58,6 +64,9 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
         a = op.attr(key)
         name = str(getattr(a, "value", "")) if a is not None else ""
         t = layouts.get(name)
+        is_param = t is None and params is not None and name in params
+        if is_param:
+            t = params[name]  # type: ignore[index]
         if t is None:
             continue
         local = t.local_shape(None)
@@ -67,6 +76,8 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
         if src is None:
             continue
         st = src.type
+        if is_param and isinstance(st, DistTensorType) and same_layout(st.dist, t.dist):
+            continue  # already initialised in the main program's layout
         if not isinstance(st, (DistTensorType, DenseTensorType)) or tuple(st.shape) != tuple(t.shape):
             raise fail(op, f"startup value '{name}' has type {st}, but the main program reads it as "
                            f"{t} (global shapes must agree)")
@@ -111,9 +122,12 @@ def run_reshard(prog: Program, rank: int, ctx: PassContext) -> None:
 
 
 def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], rank: int,
-                  ctx: PassContext, stop: str = "final") -> None:
+                  ctx: PassContext, stop: str = "final",
+                  params: dict[str, DistTensorType] | None = None) -> None:
     layouts = main if isinstance(main, dict) else persistable_layouts(main)
-    changed = insert_startup_reshards(startup, layouts, ctx.notes)
+    if params is None and not isinstance(main, dict):
+        params = persistable_layouts(main, params=True)
+    changed = insert_startup_reshards(startup, layouts, ctx.notes, params)
     ctx.stats["startup_resharded"] = len(changed)
     if stop == "insert":
         return

@@ -79,14 +79,9 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
     snapshot. If `timings` is a dict, the wall time of apply_partition_pass and of the
     first ReshardPasses.apply_reshard_pass (main program) are stored in it.
     PADDLE_TRAINER_ID must be set before paddle is imported."""
-    import time
-
     import numpy as np
     import paddle
     import paddle.distributed as dist
-    from paddle.distributed.auto_parallel.static import engine as engine_mod
-    from paddle.distributed.auto_parallel.static import helper as helper_mod
-    from paddle.distributed.auto_parallel.static import pir_pass
 
     paddle.seed(2024)
     np.random.seed(2024)
@@ -151,6 +146,20 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
     loader = paddle.io.DataLoader(DS(4 * spec["batch"]), batch_size=spec["batch"])
     dloader = dist.shard_dataloader(loader, meshes=[mesh], shard_dims="dp")
 
+    run_engine(model, dloader, paddle.nn.MSELoss(), opt, snapshot_cb, timings)
+
+
+def run_engine(model, dloader, loss, opt, snapshot_cb, timings=None, strategy=None):
+    """dist.to_static + the engine's build, parallelization and initialization, with every
+    snapshot taken (also used by gen_llm.py)."""
+    import time
+
+    import paddle
+    import paddle.distributed as dist
+    from paddle.distributed.auto_parallel.static import engine as engine_mod
+    from paddle.distributed.auto_parallel.static import helper as helper_mod
+    from paddle.distributed.auto_parallel.static import pir_pass
+
     # ---- wrap the pipeline functions to take snapshots
     state = {"main": None, "reshard_calls": 0}
     orig_partition = engine_mod.apply_partition_pass
@@ -201,7 +210,7 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
     engine_mod.Engine._init_comm = lambda self: None
     helper_mod.ProgramHelper.init_pir = lambda self, *a, **k: None
 
-    dm = dist.to_static(model, dloader, paddle.nn.MSELoss(), opt)
+    dm = dist.to_static(model, dloader, loss, opt, strategy=strategy)
     eng = dm._engine
     eng._build("train")
     snapshot_cb("startup.before", eng._startup_progs["train"])

@@ -1,0 +1,89 @@
+"""What ``distc shard`` checks about its inputs before it works: wrong input is never a silent
+success ("saving 0 bytes", exit 0).
+
+* MAIN must hold an optimizer update (``pd_op.adamw_``, ``sgd_`` ...): without one there is
+  nothing for ZeRO to shard.  If MAIN looks like a startup program (it sets parameters, has no
+  backward or optimizer op) the message says MAIN and ``--startup`` are probably swapped.
+* ``--startup`` must not hold optimizer updates (then it is a main program: swapped).
+* ``--startup`` must initialise the optimizer states MAIN reads: none of them -> an error (it is
+  e.g. Paddle's ``startup.before`` dump, taken before the optimizer created its states; the input
+  is ``startup_after_remove``); some of them -> a warning naming the missing ones.
+"""
+
+from __future__ import annotations
+
+from ..dialects import ops
+from ..dialects.optimizers import BETA_POW, MASTER, STATE, looks_like_optimizer, optimizer_sig
+from ..ir.core import Program
+from ..passes.shard_startup import SINKS
+from ..passes.sharding_util import fail
+from ..syntax.diagnostics import DiagnosticError
+
+
+
+def _opt_ops(prog: Program) -> list:
+    return [op for op in prog.walk() if optimizer_sig(op) is not None or looks_like_optimizer(op)]
+
+
+def _looks_like_startup(prog: Program) -> bool:
+    every = list(prog.walk())
+    sets = any(op.name == ops.SET_PARAMETER for op in every)
+    backward = any(str(getattr(op.attr("op_role"), "value", "")) in ("1", "2") for op in every)
+    return sets and not backward
+
+
+def _str_attr(op, key: str) -> str:
+    a = op.attr(key)
+    return str(getattr(a, "value", "")) if a is not None else ""
+
+
+def state_names(prog: Program) -> list[str]:
+    """Names of the ``pd_op.data`` values the optimizer ops read as states."""
+    out: list[str] = []
+    for op in prog.walk():
+        sig = optimizer_sig(op)
+        if sig is None:
+            continue
+        for i, (role, _) in enumerate(sig.operands):
+            v = op.operand(i) if i < op.num_operands else None
+            if role in (STATE, BETA_POW, MASTER) and v is not None and v.owner is not None \
+                    and v.owner.name == ops.DATA:
+                n = _str_attr(v.owner, "name")
+                if n and n not in out:
+                    out.append(n)
+    return out
+
+
+def check_main(prog: Program, path: str, stage: int, warn) -> None:
+    if _opt_ops(prog):
+        return
+    if _looks_like_startup(prog):
+        raise DiagnosticError("MAIN looks like a startup program (it sets parameters and has no backward or "
+                              "optimizer op): are MAIN and --startup swapped?", filename=path)
+    msg = ("MAIN has no optimizer update op (pd_op.adamw_, pd_op.sgd_, ...): nothing for ZeRO to shard; "
+           "MAIN is the training program Paddle dumps just before apply_partition_pass")
+    if stage >= 1:
+        raise DiagnosticError(msg, filename=path)
+    warn(f"{path}: warning: {msg}")
+
+
+def check_startup(prog: Program, startup: Program, path: str, warn) -> None:
+    opt = _opt_ops(startup)
+    if opt:
+        raise fail(opt[0], f"--startup holds an optimizer update ('{opt[0].name}'): it is a main program; "
+                           "are MAIN and --startup swapped?").located(path, None)
+    states = state_names(prog)
+    if not states:
+        return
+    given = {_str_attr(op, key) for op in startup.walk() if (key := SINKS.get(op.name))}
+    missing = [n for n in states if n not in given]
+    if len(missing) == len(states):
+        raise DiagnosticError(
+            f"the startup program initialises none of the {len(states)} optimizer states MAIN reads "
+            f"(e.g. '{states[0]}'): it was dumped before the optimizer created them (Paddle's "
+            f"'startup.before'); the startup input is the 'startup_after_remove' dump", filename=path)
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        warn(f"{path}: warning: the startup program does not initialise {len(missing)} of the "
+             f"{len(states)} optimizer states MAIN reads ({', '.join(repr(m) for m in missing[:3])}{more}); "
+             f"they would start uninitialised")

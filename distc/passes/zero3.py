@@ -1,0 +1,91 @@
+"""ZeRO stage 3 (parameters sharded too), a helper of ``shard-optimizer``.
+
+Paddle 3.3.1's ``ShardingStage3`` on a static program: every parameter ZeRO shards is *retyped*
+at its ``builtin.parameter`` to the layout of its optimizer states (``Shard`` on the sharding mesh
+dim), while the ops that read it keep their op_dist_attr (the whole parameter): the partition
+pass then puts an all-gather before every use.  The parameter's gradient is retyped the same way
+(its producer still says partial), so the partition pass reduce-scatters it right after the
+backward op; the global-norm clip and the update work on shards, and nothing writes the whole
+parameter back.  The optimizer states' ``pd_op.data`` get the local shape in their ``shape``
+attribute.
+
+Paddle refuses stage 3 when mp already shards a parameter (``Tensor Axis[c] is Sharded by two
+different mesh dimension``).  distc shards *another* tensor axis over dp instead (``[R,S1]`` ->
+``[S0,S1]``): exactly the layout ZeRO gives the optimizer states, so the update needs no
+communication, and every use gathers over dp only.  It says so per parameter.
+"""
+
+from __future__ import annotations
+
+from ..dialects import ops
+from ..ir import attrs as A
+from ..ir.builder import Maker
+from ..ir.core import Operation, Program
+from ..ir.dist import TensorDistAttr
+from ..ir.types import DistTensorType
+from .base import PassContext
+from .zero_clip import reshard_grads_before_clip
+
+
+def _pl(d: TensorDistAttr) -> str:
+    return "[" + ",".join(p.short().upper() for p in d.placements) + "]"
+
+
+def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDistAttr]], mk: Maker,
+                     ctx: PassContext, dim_name: str, grads: bool = True) -> None:
+    """Retype each parameter (and, unless AMP already resharded them, its gradient)."""
+    changed = []
+    for op, _gi, want in targets:
+        p = op.operand(0)
+        owner = p.owner if p is not None else None
+        pt = p.type if p is not None else None
+        if owner is None or not isinstance(pt, DistTensorType):
+            continue
+        before = pt.dist
+        want = mk.restyle(want)  # type: ignore[assignment]
+        p.type = pt.with_dist(want)  # type: ignore[arg-type]
+        d = owner.dist_attr
+        if d is not None and d.results:
+            res = list(d.results)
+            res[p.index if hasattr(p, "index") else 0] = want
+            owner.dist_attr = d.with_(results=tuple(res))
+        name = owner.attr("parameter_name") or owner.attr("name")
+        pname = str(getattr(name, "value", name)) if name is not None else f"%{p.name}"
+        changed.append(pname)
+        other = [p_ for md, p_ in enumerate(before.placements) if p_.kind == "S"]
+        if other:
+            ctx.notes.append(f"shard-optimizer: stage 3: {pname} is {_pl(before)}: another mesh dim already "
+                             f"shards tensor axis {other[0].dim}; distc shards axis "
+                             f"{[p_.dim for p_ in want.placements if p_.kind == 'S' and p_ not in other][0]} "
+                             f"over {dim_name} -> {_pl(want)} (the layout of its ZeRO states, so the update "
+                             f"stays local; Paddle 3.3.1 refuses: 'Tensor Axis is Sharded by two different "
+                             f"mesh dimension')")
+        else:
+            ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)} -> {_pl(want)} "
+                             f"(all-gathered before each use, gradient reduce-scattered)")
+    if grads:
+        reshard_grads_before_clip(prog, targets, mk, retype=True)
+    ctx.stats["zero3_params"] = changed
+
+
+def local_state_shapes(decisions) -> None:
+    """Stage 3: a state's ``pd_op.data`` carries its local shape in ``shape``."""
+    for dec in decisions:
+        for _name, v, _before, after in dec.states:
+            owner = v.owner if v is not None else None
+            t = v.type if v is not None else None
+            if owner is None or owner.name != ops.DATA or not isinstance(t, DistTensorType):
+                continue
+            a = owner.attr("shape")
+            if a is None:
+                continue
+            local = after.local_shape(t.shape)
+            owner.set_attr("shape", _like_int_array(a, local))
+
+
+def _like_int_array(a, vals):
+    """``vals`` spelt like the attribute ``a`` it replaces."""
+    if isinstance(a, A.IntArrayAttr):
+        return A.IntArrayAttr(tuple(int(v) for v in vals), a.tagged)
+    tag = a.elements[0].tag if isinstance(a, A.ArrayAttr) and a.elements and isinstance(a.elements[0], A.IntAttr) else None
+    return A.ArrayAttr(tuple(A.IntAttr(int(v), tag) for v in vals))

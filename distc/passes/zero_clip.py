@@ -1,0 +1,163 @@
+"""Paddle's AMP optimizer path under ZeRO: gradients resharded to their ZeRO layout *before* the
+global-norm clip (a helper of ``shard-optimizer``, not a pass of its own).
+
+With ``strategy.amp`` on, Paddle 3.3.1's optimizer runs ``apply_gradients`` through the sharding
+optimizer, which reshards every gradient to the layout of its (ZeRO-sharded) optimizer states
+first, and only then builds ``ClipGradByGlobalNorm``.  In the program that means: one
+``dist_op.reshard`` per gradient, all of them just before the first ``squared_l2_norm``, in the
+order of the norms; the norm of a sharded gradient is partial over every mesh dim that shards it;
+``stack`` keeps only the partial mesh dims all its inputs share (the others are made replicated
+first); the scaled gradient keeps the sharded layout.
+
+How a program shows it was built under AMP (``detect_amp``): low-precision casts, the loss-scaling
+ops ``check_finite_and_unscale_`` / ``update_loss_scaling_``, or master weights (``multi_precision``
+optimizer ops with a master-weight operand).  On Paddle's CPU wheel none of these appear (its
+``amp/`` programs look like plain ones): there ``--amp`` asks for the path explicitly.
+"""
+
+from __future__ import annotations
+
+from ..dialects import ops
+from ..ir.builder import Maker
+from ..ir.core import Operation, Program, Value
+from ..ir.dist import TensorDistAttr, VecDistAttr
+from ..ir.types import DistTensorType, VectorType
+from .sharding_util import Cursor, dist_of, make_reshard, op_role_attr
+
+LOW_PRECISION = ("bf16", "f16", "bfloat16", "float16")
+
+
+def detect_amp(prog: Program) -> list[str]:
+    """Reasons the program looks built under AMP (empty: no sign of it)."""
+    why: list[str] = []
+    names = {op.name for op in prog.walk()}
+    for n in (ops.CHECK_FINITE_AND_UNSCALE_, ops.UPDATE_LOSS_SCALING_):
+        if n in names:
+            why.append(f"'{n}' (dynamic loss scaling)")
+    for op in prog.walk():
+        if op.name == ops.CAST:
+            dt = op.attr("dtype")
+            if dt is not None and any(str(dt).endswith(p) for p in LOW_PRECISION):
+                why.append(f"low-precision casts (pd_op.cast to {dt})")
+                break
+    for op in prog.walk():
+        mp = op.attr("multi_precision")
+        if mp is not None and str(mp) == "true":
+            why.append(f"master weights ('{op.name}' with multi_precision:true)")
+            break
+    return why
+
+
+def _grad_source(opt: Operation, grad_index: int) -> tuple[Value, Operation] | None:
+    """The clip's input gradient g and the ``multiply(g, scale)`` feeding the optimizer."""
+    g = opt.operand(grad_index)
+    mul = g.owner if g is not None else None
+    if mul is None or mul.name != ops.MULTIPLY:
+        return None
+    src = mul.operand(0)
+    if src is None or not any(u.name == ops.SQUARED_L2_NORM for u in src.users):
+        return None
+    return src, mul
+
+
+def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int, TensorDistAttr]],
+                              mk: Maker, retype: bool = False) -> int:
+    """``targets``: (optimizer op, grad operand index, ZeRO layout of its states).  Insert the
+    gradient reshards before the clip and re-infer the clip ops' layouts.  Returns how many
+    gradients were resharded (0: no global-norm clip found, nothing done).
+
+    ``retype`` (ZeRO-3 without AMP): no reshard op; the gradient's *type* takes the ZeRO layout
+    while its producer's op_dist_attr keeps the partial result, so the partition pass lowers the
+    difference right after the backward op (a reduce-scatter), as Paddle's stage 3 does."""
+    jobs = []
+    for opt, gi, want in targets:
+        found = _grad_source(opt, gi)
+        if found is None:
+            g = opt.operand(gi)
+            if retype and isinstance(g.type if g is not None else None, DistTensorType):
+                g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
+            continue
+        g, mul = found
+        norm = next(u for u in g.users if u.name == ops.SQUARED_L2_NORM)
+        jobs.append((norm, g, mul, want))
+    if not jobs:
+        return 0
+    order = {id(op): i for i, op in enumerate(prog.block.ops)}
+    jobs.sort(key=lambda j: order.get(id(j[0]), 0))
+    cur = Cursor.before(jobs[0][0])
+    stacks: dict[int, Operation] = {}
+    for norm, g, mul, want in jobs:
+        if retype:
+            g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
+            r = g
+        else:
+            r = cur.insert(make_reshard(mk, g, want, op_role_attr(norm))).result
+        for op in (norm, mul):
+            for i, v in enumerate(op.operands):
+                if v is g:
+                    op.set_operand(i, r)
+        _norm(norm, want, mk)
+        _same_as_operand0(mul, want, mk)
+        for u in norm.result.users:
+            if u.name == ops.COMBINE:
+                _combine(u)
+                for s in u.result.users:
+                    if s.name == ops.STACK:
+                        stacks[id(s)] = s
+    for s in stacks.values():
+        _stack(s, mk)
+    return len(jobs)
+
+
+def _set_result(op: Operation, i: int, d: TensorDistAttr, mk: Maker) -> None:
+    t = op.results[i].type
+    if isinstance(t, DistTensorType):
+        op.results[i].type = t.with_dist(mk.restyle(d))  # type: ignore[arg-type]
+
+
+def _norm(op: Operation, src: TensorDistAttr, mk: Maker) -> None:
+    """squared_l2_norm: the operand without partial; the scalar partial on every sharding dim."""
+    parts = sorted({m for m in src.dims_mapping if m >= 0})
+    res = mk.tensor_dist(src.mesh, (-1,), [(m, "SUM") for m in parts])
+    d = op.dist_attr
+    if d is not None:
+        op.dist_attr = d.with_(operands=(mk.restyle(src.with_(partial=())),), results=(mk.restyle(res),))
+    _set_result(op, 0, res, mk)
+
+
+def _same_as_operand0(op: Operation, src: TensorDistAttr, mk: Maker) -> None:
+    """An elementwise op whose result takes its first operand's layout (the clip's multiply)."""
+    d = op.dist_attr
+    if d is not None:
+        ops = list(d.operands)
+        ops[0] = mk.restyle(src)
+        op.dist_attr = d.with_(operands=tuple(ops), results=(mk.restyle(src),))
+    _set_result(op, 0, src, mk)
+
+
+def _combine(op: Operation) -> None:
+    op.results[0].type = VectorType(tuple(v.type for v in op.operands if v is not None))
+
+
+def _stack(op: Operation, mk: Maker) -> None:
+    """stack: partial kept only on the mesh dims every input is partial on."""
+    vec = op.operand(0)
+    comb = vec.owner if vec is not None else None
+    if comb is None or comb.name != ops.COMBINE:
+        return
+    ins = [dist_of(v) for v in comb.operands]
+    if not ins or any(d is None for d in ins):
+        return
+    common = set(ins[0].partial_dims)  # type: ignore[union-attr]
+    for d in ins[1:]:
+        common &= set(d.partial_dims)  # type: ignore[union-attr]
+    part = [(m, "SUM") for m in sorted(common)]
+    mesh = ins[0].mesh  # type: ignore[union-attr]
+    entry = [mk.tensor_dist(mesh, d.dims_mapping, part) for d in ins]  # type: ignore[union-attr]
+    t = op.results[0].type
+    res = mk.tensor_dist(mesh, (-1,) * (t.rank if isinstance(t, DistTensorType) else 2), part)
+    d = op.dist_attr
+    if d is not None:
+        op.dist_attr = d.with_(operands=(VecDistAttr(tuple(mk.restyle(e) for e in entry)),),  # type: ignore[misc]
+                               results=(mk.restyle(res),))
+    _set_result(op, 0, res, mk)

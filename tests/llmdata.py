@@ -1,0 +1,66 @@
+"""The LLaMA programs printed by Paddle 3.3.1 (tests/data/oracle/llm, made by gen_llm.py): stored
+gzipped and deduplicated; ``MANIFEST.tsv`` maps each file name (``clip/CASE.sN.rR.SNAPSHOT.ir``)
+to its stored content and says which names are the shared corpus's own files."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import re
+
+from conftest import DATA
+
+LLM = DATA / "oracle/llm"
+CONFIGS = ("clip", "amp")
+MESH_DIMS = {"llama_dp4": ("dp",), "llama_dp2mp2": ("dp", "mp"), "llama_dp2mp4": ("dp", "mp")}
+RANKS = {"llama_dp4": range(4), "llama_dp2mp2": range(4), "llama_dp2mp4": range(8)}
+_NAME = re.compile(r"(clip|amp)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")
+
+
+@functools.lru_cache(maxsize=None)
+def manifest() -> dict[str, tuple[str, bool]]:
+    """name -> (stored file hash, is a corpus file)."""
+    out = {}
+    for line in (LLM / "MANIFEST.tsv").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, h, corpus = line.split("\t")
+        out[name] = (h, corpus == "corpus")
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def text(name: str) -> str:
+    h, _ = manifest()[name]
+    return gzip.decompress((LLM / "store" / f"{h}.gz").read_bytes()).decode("utf-8")
+
+
+def has(config: str, case: str, stage: str, rank: int, snap: str) -> bool:
+    return f"{config}/{case}.{stage}.r{rank}.{snap}.ir" in manifest()
+
+
+def get(config: str, case: str, stage: str, rank: int, snap: str) -> str:
+    return text(f"{config}/{case}.{stage}.r{rank}.{snap}.ir")
+
+
+def error(config: str, case: str, stage: str, rank: int) -> str | None:
+    n = f"{config}/{case}.{stage}.r{rank}.error.txt"
+    return text(n) if n in manifest() else None
+
+
+def write(tmp_path, config: str, case: str, stage: str, rank: int, snap: str):
+    """The file as a path (the CLI reads files)."""
+    p = tmp_path / f"{config}.{case}.{stage}.r{rank}.{snap}.ir"
+    if not p.exists():
+        p.write_text(get(config, case, stage, rank, snap))
+    return p
+
+
+def cases():
+    """(config, case, rank) of every generated program."""
+    seen = []
+    for name in manifest():
+        m = _NAME.match(name)
+        if m and m.group(3) == "s0" and m.group(5) == "before_partition":
+            seen.append((m.group(1), m.group(2), int(m.group(4))))
+    return sorted(seen)
