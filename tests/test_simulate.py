@@ -164,6 +164,16 @@ def test_missing_collective_deadlocks():
         simulate_ranks(progs, {"x": np.zeros((8, 12))})
 
 
+def test_deadlock_names_the_collective_that_waits_forever():
+    before, progs = _complete("m22_S0S1_to_RR")
+    progs[3].find("pd_op.all_gather")[-1].drop_all_uses_and_erase()
+    with pytest.raises(SimulationError, match="deadlock") as e:
+        simulate_ranks(progs, {"x": np.zeros((8, 12))})
+    assert e.value.op is not None and e.value.op.name == "pd_op.all_gather"
+    assert 3 in e.value.op.dist_attr.mesh.process_ids and e.value.rank != 3
+    assert "rank 3 has finished its program" in str(e.value)
+
+
 def test_mismatched_collectives():
     before, progs = _complete("m2_S0_to_R")
     x = np.arange(32.0).reshape(4, 8)

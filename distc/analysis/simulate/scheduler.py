@@ -159,7 +159,10 @@ class Simulator:
                     loc = f" line {q.op.loc[0]}" if q.op.loc else ""
                     extra = f" group {list(q.group)}" if isinstance(q, Coll) else f" ring {q.ring} peer {q.peer}"
                     lines.append(f"rank {r} waits in {q.op.name}{loc} ({what}{extra})")
-                raise SimulationError("deadlock: " + "; ".join(lines))
+                for r in sorted(done):
+                    lines.append(f"rank {r} has finished its program")
+                r0 = self._stuck_rank(waiting, done)
+                raise SimulationError("deadlock: " + "; ".join(lines), r0, waiting[r0].op)
         out = {r: rr.env for r, rr in runners.items()}
         for ranks, msg in self.ring_notes:
             for r in ranks:
@@ -167,6 +170,19 @@ class Simulator:
         for s in sends:
             out[s.rank].notes.append(f"send_v2 (ring {s.ring}, peer {s.peer}) was never received")
         return out
+
+    @staticmethod
+    def _stuck_rank(waiting: Mapping[int, Any], done: set[int]) -> int:
+        """The rank to blame for a deadlock: one waiting in a collective that a member of its
+        group will never join (finished, or waiting in another group), else the first waiting."""
+        for r in sorted(waiting):
+            q = waiting[r]
+            if isinstance(q, Coll):
+                for m in q.group:
+                    other = waiting.get(m)
+                    if m in done or (other is not None and (not isinstance(other, Coll) or other.group != q.group)):
+                        return r
+        return min(waiting)
 
     def _match(self, rq: Recv, sends: list[Send], stuck: bool) -> Send | None:
         """The send a receive gets.  Ring ids are process-local handles (Paddle numbers groups in
