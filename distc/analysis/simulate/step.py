@@ -27,41 +27,22 @@ import numpy as np
 
 from .layout import expected_piece, layout_groups
 from .values import SimulationError, attr, np_dtype
+from ...dialects import ops
+from ...dialects.collectives import base_name, collective_kind
+from ...dialects.optimizers import inplace_map
 from ...ir.core import Operation, Program, Value
 from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
 
-# in-place ops: result index -> the operand it overwrites (by operand count where signatures differ)
-_INPLACE: dict[str, dict[int, dict[int, int]]] = {
-    "pd_op.adamw_": {13: {0: 0, 1: 3, 2: 4, 3: 5, 4: 6, 5: 7, 6: 8}, 12: {0: 0, 1: 3, 2: 4, 3: 6, 4: 7, 5: 8}},
-    "pd_op.momentum_": {5: {0: 0, 1: 2, 2: 4}},
-    "pd_op.sgd_": {4: {0: 0, 1: 3}},
-    "pd_op.assign_out_": {2: {0: 1}},
-}
-_INPLACE["pd_op.adam_"] = _INPLACE["pd_op.adamw_"]
-_COMM = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "alltoall", "broadcast", "send_v2",
-         "recv_v2", "p_send", "p_recv", "c_allreduce", "c_allgather", "c_reducescatter", "c_broadcast")
-
-
-def inplace_map(op: Operation) -> dict[int, int]:
-    """Result index -> overwritten operand index of an in-place op (empty for others)."""
-    table = _INPLACE.get(op.name)
-    if table is not None:
-        return table.get(op.num_operands, {})
-    if op.name.endswith("_") and not op.name.endswith("__") and op.num_results >= 1 and op.num_operands >= 1:
-        return {0: 0}
-    return {}
-
-
 def is_comm(op: Operation) -> bool:
-    base = op.name.split(".", 1)[-1].rstrip("_")
-    return any(base == c or base.startswith(c + "_") for c in _COMM)
+    """A collective of either era, or point-to-point communication."""
+    return collective_kind(op.name) is not None or base_name(op.name) in ("p_send", "p_recv")
 
 
 def input_name(op: Operation) -> str | None:
-    if op.name == "pd_op.data":
+    if op.name == ops.DATA:
         return attr(op, "name")
-    if op.name == "builtin.parameter":
+    if op.name == ops.PARAMETER:
         return attr(op, "parameter_name")
     return None
 
@@ -77,7 +58,7 @@ def step_state(prog: Program) -> dict[str, Value]:
             version[op.results[0]] = n
             out[n] = op.results[0]
             continue
-        if op.name in ("builtin.shadow_output", "builtin.set_parameter") and op.operand(0) is not None:
+        if op.name in (ops.SHADOW_OUTPUT, ops.SET_PARAMETER) and op.operand(0) is not None:
             out[str(attr(op, "output_name") or attr(op, "parameter_name"))] = op.operand(0)
             continue
         for ri, oi in inplace_map(op).items():
