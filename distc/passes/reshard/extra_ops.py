@@ -6,7 +6,8 @@ this rank's piece of it, and Paddle's ops (``full``, ``scale``, ``divide``, ``co
 
 from __future__ import annotations
 
-from ...ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr, split_bounds
+from ...ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr
+from .extra_plan import nested_bounds
 
 
 class PieceOps:
@@ -49,11 +50,7 @@ class PieceOps:
     def bounds(self, dims, axis: int) -> tuple[int, int]:
         """This rank's range of ``axis`` split over mesh ``dims`` in turn (nested, Paddle's
         ``ceil(n/p)`` pieces at every level)."""
-        lo, hi = 0, self.shape[axis]
-        for md in sorted(dims):
-            a, b = split_bounds(hi - lo, self.mesh.shape[md], self.coord[md])
-            lo, hi = lo + a, lo + b
-        return lo, hi
+        return nested_bounds(self.shape[axis], self.mesh, self.coord, dims)
 
     def local_of(self, placements) -> list[int]:
         out = []

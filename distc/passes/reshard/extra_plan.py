@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir.dist import Placement, ProcessMesh, TensorDistAttr
+from ...ir.dist import Placement, ProcessMesh, TensorDistAttr, split_bounds
 
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
 REDUCE_OK = ("SUM", "AVG", "MAX", "MIN", "PRODUCT")
@@ -124,6 +124,30 @@ def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | No
 
 def describe_short(a: TensorDistAttr) -> str:
     return "[" + ", ".join(pl_text(p) for p in a.placements) + "]"
+
+
+def nested_bounds(n: int, mesh: ProcessMesh, coord, dims) -> tuple[int, int]:
+    """The range of an axis of ``n`` that the process at ``coord`` holds when mesh ``dims`` split
+    it in turn, the lowest mesh dim outermost (Paddle's ``ceil(n/p)`` pieces at every level)."""
+    lo, hi = 0, n
+    for md in sorted(dims):
+        a, b = split_bounds(hi - lo, mesh.shape[md], coord[md])
+        lo, hi = lo + a, lo + b
+    return lo, hi
+
+
+def piece_shape(attr: TensorDistAttr, shape, rank: int) -> tuple[int, ...]:
+    """The shape of ``rank``'s piece, exact for uneven splits and co-sharded axes (``[S0, S0]``:
+    nested); ``TensorDistAttr.local_shape`` follows the dims mapping, as Paddle does."""
+    if rank not in attr.mesh.process_ids or any(d < 0 for d in shape):
+        return attr.local_shape(tuple(shape), rank)
+    coord = attr.mesh.coord(rank)
+    out = []
+    for axis, n in enumerate(shape):
+        dims = [k for k, p in enumerate(attr.placements) if p.kind == "S" and p.dim == axis]
+        lo, hi = nested_bounds(n, attr.mesh, coord, dims)
+        out.append(hi - lo)
+    return tuple(out)
 
 
 def static(shape) -> bool:

@@ -42,7 +42,12 @@ class GlobalToSubMesh(ReshardFunction):
 
         if not is_replicated(src):
             tmp = ctx.tattr(src.mesh, [-1] * len(src.dims_mapping))
-            value = ND_MESH.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+            if src.given is not None and not ctx.paddle_only:  # co-sharded: nested, not by dims mapping
+                from .extra_lower import lower
+
+                value = lower(ctx, src, tmp, value, ctx.cvt(value, tmp), function=self.name)
+            else:
+                value = ND_MESH.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
             src = tmp
         if len(value.uses) == 1 and value.owner is not None:
             ctx.retype(value, ctx.cvt(value, dst))

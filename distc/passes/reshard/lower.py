@@ -58,7 +58,8 @@ def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
 
 # ------------------------------------------------------------------------------------ decompose
 def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
-              notes: list[str] | None = None) -> None:
+              notes: list[str] | None = None, coshard: bool = False) -> None:
+    """(``coshard``: placements as given count, ``[S0, S0]`` is not ``[R, S0]``.)"""
     for op in list(block.ops):
         if op.name != RESHARD:
             continue
@@ -66,9 +67,12 @@ def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
         a, b = (x.dist_attr if x is not None else None), r.dist_attr
         if a is None or b is None:
             continue
-        if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and a.derived_placements() != b.derived_placements():
+        differ = a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()
+        if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and differ:
             ctx = ReshardContext(prog, op, rank, rings)
             mid = ctx.tattr(b.mesh, a.dims_mapping, a.partial)
+            if coshard and a.given is not None:
+                mid = mid.with_(given=a.given)
             v = ctx.reshard_v2(x, mid)
             w = ctx.reshard_v2(v, b)
             for o in ctx.created:
@@ -179,7 +183,7 @@ def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = Non
     registry.load_functions()
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
-    decompose(prog, prog.block, rank, rings, result.notes)
+    decompose(prog, prog.block, rank, rings, result.notes, registry.coshard_on(paddle_only, disable))
     fold(prog.block)
     lower_block(prog, prog.block, result, paddle_only, enable, disable,
                 Replayer(lower_reshard) if replay else lower_reshard)

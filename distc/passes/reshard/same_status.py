@@ -10,6 +10,7 @@ in neither mesh also gets the placeholder.
 
 from __future__ import annotations
 
+from .extra_plan import piece_shape
 from .registry import ReshardFunction, reshard_function
 
 
@@ -42,7 +43,7 @@ class SameStatus(ReshardFunction):
                 break
             if d == me:
                 # Paddle takes chunk_id from users of the value on the destination mesh: -1 here
-                out = ctx.recv_v2(dst_type.local_shape(), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
+                out = ctx.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
                 ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
                 return out
         return ctx.reshard_v2(value, dst, dst_type)
@@ -69,7 +70,7 @@ class SameStatus(ReshardFunction):
                 op = ctx.send_v2(value, [s, d], [s, d].index(d))
                 ctx.set_dist(op, ctx.op_attr(src.mesh, [src], [], ctx.chunk_id(value)))
             elif d == me:
-                out = ctx.recv_v2(dst_type.local_shape(), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
+                out = ctx.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
                 ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
         ctx.fix(f"same_status: rank {me} is in both meshes {list(src.mesh.process_ids)} and "
                 f"{list(dst.mesh.process_ids)}: it sends and receives in pair order (Paddle 3.3.1 stops "
@@ -77,6 +78,19 @@ class SameStatus(ReshardFunction):
         if out is value:
             return ctx.reshard_v2(value, dst, dst_type)
         return out
+
+
+def _recv_shape(ctx, dst, dst_type) -> tuple[int, ...]:
+    """The piece this rank receives: Paddle writes ``ceil(n/p)`` for every rank (wrong for the last
+    pieces of an uneven split, and for co-sharded axes); distc the rank's own piece."""
+    paddles = tuple(dst_type.local_shape())
+    if ctx.paddle_only:
+        return paddles
+    mine = piece_shape(dst, tuple(dst_type.shape), ctx.rank)
+    if mine != paddles:
+        ctx.fix(f"same_status: rank {ctx.rank} receives its piece {list(mine)} (Paddle 3.3.1's recv_v2 "
+                f"expects {list(paddles)})")
+    return mine
 
 
 SAME_STATUS = SameStatus()

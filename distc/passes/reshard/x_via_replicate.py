@@ -16,7 +16,8 @@ from __future__ import annotations
 from ...ir.dist import ProcessMesh
 from .extra_lower import lower
 from .extra_plan import describe_short, static
-from .registry import ReshardFunction, after, reshard_function
+from .registry import ReshardFunction, after, before, reshard_function
+from .util import sub_mesh_dim
 
 
 @reshard_function(priority=after("s_to_s", 10), name="x_via_replicate")
@@ -65,3 +66,18 @@ class ViaReplicate(ReshardFunction):
             ctx.retype(got, dst_type)
             return got
         return lower(ctx, rep_dst, dst, got, dst_type, function=self.name)
+
+
+@reshard_function(priority=before("sub_to_global_mesh", 5), name="x_sub_to_global")
+class SubToGlobalViaReplicate(ViaReplicate):
+    """Sub-mesh -> global mesh where the destination is not replicated along the sub-mesh's dim
+    (``[0,1]`` R -> ``[[0,1],[2,3]]`` [S0, R] or [P, R]): Paddle's sub_to_global_mesh is suitable
+    but only broadcasts, so the result is the replicated value typed as sharded or partial (found
+    by tests/test_reshard_sweep.py); distc goes through the replicated copy above."""
+
+    def is_suitable(self, src, dst, shape):
+        from .sub_to_global import SubToGlobalMesh
+
+        d = sub_mesh_dim(dst.mesh, src.mesh)
+        return (static(shape) and d != -1 and SubToGlobalMesh.is_suitable(self, src, dst, shape)
+                and dst.placements[d].kind != "R")
