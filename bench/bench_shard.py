@@ -1,17 +1,26 @@
-"""`distc shard` end to end versus Paddle's own partition + reshard passes, timed in the same run.
+"""`distc shard` (one rank, and every rank) versus Paddle's own passes, timed in the same run.
 
 For each deep MLP program (bench/data/mlpN.s0.r0.before_partition.ir.gz, printed by Paddle 3.3.1
-itself; see gen_big.py) this runs, in fresh processes:
+itself; see gen_big.py; mesh [[0,1],[2,3]], so 4 ranks) and each repeat, in fresh processes,
+interleaved so that all see the same machine state:
 
-  distc   `python -m distc shard IN --rank 0 -o OUT -q`: process start, imports, parse, shard-optimizer,
-          partition, reshard, print, write — the whole command, on the stage-0 program;
-  Paddle  `gen_big.py --worker N s1`: builds the same model in Paddle and times (perf_counter) only
-          `apply_partition_pass` + `ReshardPasses.apply_reshard_pass` on the stage-1 program —
-          Paddle's two passes alone, without its own program building, parsing or printing.
+  distc one   `python -m distc shard IN --rank 0 -o OUT -q`: the whole command (process start,
+              imports, parse, shard-optimizer, partition, reshard, print, write);
+  distc all   `python -m distc shard IN --all-ranks -o 'DIR/main.r{rank}.ir' -q`: the same for all
+              4 ranks (rank-independent passes once, ranks in forked workers, -j = cores);
+  Paddle      `gen_big.py --worker N s1 0` with PADDLE_TRAINER_ID=R, once per rank R (Paddle lowers
+              one rank per process, as it must): builds the model and times (perf_counter) only
+              `apply_partition_pass` + `ReshardPasses.apply_reshard_pass` on the stage-1 program,
+              Paddle's two passes alone, without its own program building or printing.
+
+Reported per program: medians over the repeats, and the ratios the issue sets targets for, both
+against Paddle's rank-0 time of the same repeat: one rank / Paddle rank 0 (target <= 0.25) and all
+ranks / Paddle rank 0 (target <= 1.0); the spread is the range of the per-repeat ratios.  The
+machine's load average is recorded before and after (timings are only as quiet as the machine).
 
 Paddle is not a dependency of distc: give its interpreter with --paddle-python (default
-/tmp/paddle/bin/python when it exists; see docs in tests/data/oracle/README.md). Without it the
-Paddle column is read from results/paddle_passes*.json (made by gen_big.py) and marked so.
+/work/paddle/bin/python or /tmp/paddle/bin/python, when one exists).  Without it only distc is
+timed and the Paddle columns are read from results/paddle_passes*.json (rank 0) and marked so.
 
 Usage:  .venv/bin/python bench/bench_shard.py [--repeat 3] [--paddle-python PY] [LAYERS ...]
         (default layers: 96 256 680; writes bench/results/shard.json)
@@ -33,19 +42,28 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+RANKS = (0, 1, 2, 3)
 
 
-def distc_time(src: Path, out: Path) -> float:
+def timed(cmd: list[str], **kw) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "distc", "shard", str(src), "--rank", "0", "-o", str(out), "-q"],
-                   check=True, cwd=ROOT)
+    subprocess.run(cmd, check=True, cwd=ROOT, **kw)
     return time.perf_counter() - t0
 
 
-def paddle_time(py: str, layers: int) -> float:
+def distc_one(src: Path, out: Path) -> float:
+    return timed([sys.executable, "-m", "distc", "shard", str(src), "--rank", "0", "-o", str(out), "-q"])
+
+
+def distc_all(src: Path, outdir: Path) -> float:
+    return timed([sys.executable, "-m", "distc", "shard", str(src), "--all-ranks", "-o",
+                  str(outdir / "main.r{rank}.ir"), "-q"])
+
+
+def paddle_time(py: str, layers: int, rank: int) -> float:
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "w.json")
-        env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID="0", PADDLE_TRAINERS_NUM="8",
+        env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
                    GLOG_minloglevel="2")
         subprocess.run([py, str(HERE / "gen_big.py"), "--worker", str(layers), "s1", "0", js], env=env,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -61,51 +79,86 @@ def stored_paddle(layers: int) -> list[float] | None:
     return None
 
 
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def r3(xs):
+    return [round(x, 3) for x in xs]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("layers", nargs="*", type=int, default=[96, 256, 680])
     ap.add_argument("--repeat", type=int, default=3)
-    default_py = "/tmp/paddle/bin/python" if os.path.exists("/tmp/paddle/bin/python") else None
+    default_py = next((p for p in ("/work/paddle/bin/python", "/tmp/paddle/bin/python") if os.path.exists(p)), None)
     ap.add_argument("--paddle-python", default=default_py)
+    ap.add_argument("--out", default=str(HERE / "results" / "shard.json"))
     args = ap.parse_args()
     rows = []
+    load_before = load()
     for n in args.layers:
         gz = HERE / "data" / f"mlp{n}.s0.r0.before_partition.ir.gz"
         if not gz.exists():
             print(f"skip {n}: {gz.name} missing (make it with gen_big.py)")
             continue
+        one, every, pad = [], [], {r: [] for r in RANKS}
         with tempfile.TemporaryDirectory() as d:
             src = Path(d) / gz.name[:-3]
             src.write_bytes(gzip.decompress(gz.read_bytes()))
             out = Path(d) / "out.ir"
-            dist_runs, pad_runs = [], []
-            for _ in range(args.repeat):  # interleaved, so both see the same machine state
-                dist_runs.append(distc_time(src, out))
+            outdir = Path(d) / "all"
+            outdir.mkdir()
+            for _ in range(args.repeat):  # interleaved: every column sees the same machine state
+                one.append(distc_one(src, out))
+                every.append(distc_all(src, outdir))
                 if args.paddle_python:
-                    pad_runs.append(paddle_time(args.paddle_python, n))
+                    for r in RANKS:
+                        pad[r].append(paddle_time(args.paddle_python, n, r))
             size_in, size_out = src.stat().st_size, out.stat().st_size
-        source = "measured in this run"
-        if not pad_runs:
-            pad_runs = stored_paddle(n) or []
-            source = "from results/paddle_passes*.json (Paddle not available in this run)"
+            assert out.read_bytes() == (outdir / "main.r0.ir").read_bytes(), "--all-ranks differs from --rank 0"
         row = dict(layers=n, input_bytes=size_in, output_bytes=size_out,
-                   distc_end_to_end_s=[round(x, 3) for x in dist_runs],
-                   paddle_partition_plus_reshard_s=[round(x, 3) for x in pad_runs],
-                   distc_median_s=round(statistics.median(dist_runs), 3),
-                   paddle_median_s=round(statistics.median(pad_runs), 3) if pad_runs else None,
-                   paddle_source=source)
-        if pad_runs:
-            row["speedup"] = round(statistics.median(pad_runs) / statistics.median(dist_runs), 2)
+                   distc_one_rank_s=r3(one), distc_all_ranks_s=r3(every),
+                   distc_one_rank_median_s=round(statistics.median(one), 3),
+                   distc_all_ranks_median_s=round(statistics.median(every), 3))
+        if args.paddle_python:
+            p0 = pad[0]
+            ratio_one = [a / b for a, b in zip(one, p0)]
+            ratio_all = [a / b for a, b in zip(every, p0)]
+            row.update(
+                paddle_source="measured in this run, once per rank and repeat",
+                paddle_rank_s={str(r): r3(v) for r, v in pad.items()},
+                paddle_rank0_median_s=round(statistics.median(p0), 3),
+                paddle_all_ranks_median_s=round(statistics.median([sum(x) for x in zip(*pad.values())]), 3),
+                one_rank_vs_paddle_rank0=round(statistics.median(ratio_one), 3),
+                one_rank_vs_paddle_rank0_range=[round(min(ratio_one), 3), round(max(ratio_one), 3)],
+                all_ranks_vs_paddle_rank0=round(statistics.median(ratio_all), 3),
+                all_ranks_vs_paddle_rank0_range=[round(min(ratio_all), 3), round(max(ratio_all), 3)])
+        else:
+            p0 = stored_paddle(n) or []
+            row.update(paddle_source="rank 0 from results/paddle_passes*.json (Paddle not available in this run)",
+                       paddle_rank_s={"0": r3(p0)},
+                       paddle_rank0_median_s=round(statistics.median(p0), 3) if p0 else None)
+            if p0:
+                row["one_rank_vs_paddle_rank0"] = round(row["distc_one_rank_median_s"] / statistics.median(p0), 3)
+                row["all_ranks_vs_paddle_rank0"] = round(row["distc_all_ranks_median_s"] / statistics.median(p0), 3)
         rows.append(row)
-        print(f"mlp{n}: {size_in / 1e6:.1f} MB -> {size_out / 1e6:.1f} MB  distc shard (end to end) "
-              f"{row['distc_median_s']:.2f}s   Paddle partition+reshard {row['paddle_median_s']}s "
-              f"({source})" + (f"   distc is {row['speedup']}x faster" if pad_runs else ""))
-    out = HERE / "results" / "shard.json"
-    out.write_text(json.dumps(dict(
-        what="distc shard end to end (fresh process: start, parse, passes, print, write) vs Paddle 3.3.1's "
-             "apply_partition_pass + apply_reshard_pass alone, medians of interleaved fresh-process runs",
-        command="PYTHONPATH= .venv/bin/python bench/bench_shard.py",
-        python=platform.python_version(), nproc=os.cpu_count(),
+        msg = (f"mlp{n}: {size_in / 1e6:.1f} MB -> {size_out / 1e6:.1f} MB  distc --rank 0 "
+               f"{row['distc_one_rank_median_s']:.2f}s, --all-ranks {row['distc_all_ranks_median_s']:.2f}s; "
+               f"Paddle rank 0 {row['paddle_rank0_median_s']}s")
+        if "one_rank_vs_paddle_rank0" in row:
+            msg += (f"  -> one rank {row['one_rank_vs_paddle_rank0']}x "
+                    f"{row.get('one_rank_vs_paddle_rank0_range', '')}, all ranks {row['all_ranks_vs_paddle_rank0']}x "
+                    f"{row.get('all_ranks_vs_paddle_rank0_range', '')} of Paddle's rank-0 time")
+        print(msg, flush=True)
+    Path(args.out).write_text(json.dumps(dict(
+        what="distc shard end to end (fresh process: start, parse, passes, print, write), one rank (--rank 0) and "
+             "all 4 ranks (--all-ranks), vs Paddle 3.3.1's apply_partition_pass + apply_reshard_pass alone, once per "
+             "rank; medians of interleaved fresh-process runs; ratios against Paddle's rank-0 time of the same repeat",
+        command="PYTHONPATH= .venv/bin/python bench/bench_shard.py --repeat %d %s" % (
+            args.repeat, " ".join(map(str, args.layers))),
+        python=platform.python_version(), nproc=os.cpu_count(), repeat=args.repeat,
+        load_average_before=load_before, load_average_after=load(),
         date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), results=rows), indent=2) + "\n")
 
 
