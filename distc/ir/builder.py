@@ -15,6 +15,9 @@ from .dist import OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, Vec
 from .types import DenseTensorType, DistTensorType, Type
 
 
+_BOOLS: dict[tuple[bool, ...], A.ArrayAttr] = {}
+
+
 class Maker:
     def __init__(self, style) -> None:
         self.style = style
@@ -43,7 +46,11 @@ class Maker:
 
     @staticmethod
     def bools(vs: Iterable[bool]) -> A.ArrayAttr:
-        return A.ArrayAttr(tuple(A.BoolAttr(bool(v)) for v in vs))
+        key = tuple(bool(v) for v in vs)
+        a = _BOOLS.get(key)
+        if a is None:  # attributes are immutable: one object for each spelling
+            a = _BOOLS[key] = A.ArrayAttr(tuple(A.BoolAttr(v) for v in key))
+        return a
 
     @staticmethod
     def str(s: str) -> A.StrAttr:
@@ -80,8 +87,8 @@ class Maker:
     def restyle(self, d: TensorDistAttr | VecDistAttr) -> TensorDistAttr | VecDistAttr:
         if isinstance(d, VecDistAttr):
             return VecDistAttr(tuple(self.restyle(x) for x in d.items))  # type: ignore[misc]
-        if d.is_empty:
-            return d
+        if d.is_empty or (d.form == self.style.dist_form and d.placements_shown == self.style.placements):
+            return d  # (already in style: the same object, which printing and replaying key on)
         return d.with_(form=self.style.dist_form, placements_shown=self.style.placements, given=d.given)
 
     def op_dist(self, mesh: ProcessMesh, operands: Sequence = (), results: Sequence = ()) -> OperationDistAttr:
