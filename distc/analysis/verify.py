@@ -15,10 +15,10 @@ def _fail(op: Operation, msg: str) -> DiagnosticError:
 
 def verify(prog: Program) -> None:
     """Raise a located DiagnosticError on the first inconsistency."""
-    _verify_block(prog.block, set())
+    _verify_block(prog.block, set(), set())
 
 
-def _verify_block(block: Block, visible: set[int]) -> None:
+def _verify_block(block: Block, visible: set[int], fits: set) -> None:
     seen = set(visible)
     for a in block.args:
         seen.add(id(a))
@@ -38,13 +38,15 @@ def _verify_block(block: Block, visible: set[int]) -> None:
                     raise _fail(op, f"result {r.index} has a stale use in '{user.name}'")
         for region in op.regions:
             for b in region.blocks:
-                _verify_block(b, seen)
-        _verify_dist(op)
+                _verify_block(b, seen, fits)
+        _verify_dist(op, fits)
         for r in op.results:
             seen.add(id(r))
 
 
-def _verify_dist(op: Operation) -> None:
+def _verify_dist(op: Operation, fits: set) -> None:
+    """``fits``: (entry, type) pairs already found to fit, by identity (entries and types are
+    immutable and shared between ops: each pair is checked once)."""
     d = op.attrs.get("op_dist_attr")
     if not isinstance(d, OperationDistAttr):
         return
@@ -53,7 +55,12 @@ def _verify_dist(op: Operation) -> None:
     # not checked; the entries that are there must fit their values.
     for kind, entries, values in (("operand", d.operands, op._operands), ("result", d.results, op.results)):
         for i, (e, v) in enumerate(zip(entries, values)):
-            _check_entry(op, f"{kind}({i})", e, v)
+            if v is None:
+                continue
+            key = (id(e), id(v._type))
+            if key not in fits:
+                _check_entry(op, f"{kind}({i})", e, v)
+                fits.add(key)
 
 
 def _check_entry(op: Operation, where: str, e, v: Value | None) -> None:
