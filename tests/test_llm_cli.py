@@ -146,3 +146,16 @@ def test_partial_startup_is_a_warning(tmp_path):
     part.write_text("\n".join(lines[:30] + ["}"]) + "\n")
     r = shard(m, "--startup", part, "--startup-out", tmp_path / "s.ir", "-q", "-o", tmp_path / "m.ir")
     assert re.search(r"warning: the startup program does not initialise 7 of the 16 optimizer states", r.stderr)
+
+
+def test_detect_amp_signs():
+    """The program-level signs of AMP: low-precision casts, loss scaling, master weights."""
+    import distc
+    from distc.passes.zero_clip import detect_amp
+
+    plain = distc.parse(L.get("clip", "llama_dp4", "s0", 0, "before_partition"), "p")
+    assert detect_amp(plain) == []
+    cast = distc.parse('{\n    (%0) = "pd_op.full" () {dtype:float32,place:Place(cpu),shape:[2],stop_gradient:[true],'
+                       'value:1} : () -> tensor<2xf32>\n    (%1) = "pd_op.cast" (%0) {dtype:bfloat16,stop_gradient:'
+                       '[true]} : (tensor<2xf32>) -> tensor<2xbf16>\n}\n', "c")
+    assert any("low-precision casts" in w for w in detect_amp(cast))
