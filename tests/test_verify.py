@@ -2,7 +2,8 @@
 programs (Paddle's R->P lowering, single mutations of a correct set) are caught and located.
 
 Data: tests/data/verify/{clip,amp}/llama_{dp4,dp2mp2}.s1.* (ZeRO-1 of the corpus LLaMA-style model,
-every rank, made with tests/data/oracle/gen_llm.py and real Paddle; gzipped) and the stage-1 MLP
+every rank, made with tests/data/oracle/gen_llm.py and real Paddle; gzipped), clip/llama_dp4.s3.*
+(ZeRO-3) and the stage-1 MLP
 and reshard oracle files already in tests/data."""
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ RESHARD = [DATA / "corpus" / "paddle-3.3.1" / "reshard", DATA / "oracle" / "resh
 STAGE1 = [DATA / "corpus" / "paddle-3.3.1" / "stage1", DATA / "oracle" / "stage1"]
 
 
-def llama_texts(config: str, mesh: str) -> tuple[str, dict[int, str]]:
+def llama_texts(config: str, mesh: str, stage: str = "s1") -> tuple[str, dict[int, str]]:
     d = VDIR / config
-    serial = gzip.decompress((d / f"llama_{mesh}.s1.serial.ir.gz").read_bytes()).decode()
-    ranks = {r: gzip.decompress((d / f"llama_{mesh}.s1.r{r}.ir.gz").read_bytes()).decode() for r in range(4)}
+    serial = gzip.decompress((d / f"llama_{mesh}.{stage}.serial.ir.gz").read_bytes()).decode()
+    ranks = {r: gzip.decompress((d / f"llama_{mesh}.{stage}.r{r}.ir.gz").read_bytes()).decode() for r in range(4)}
     return serial, ranks
 
 
@@ -45,9 +46,9 @@ def cli(*args: str):
     return CliRunner().invoke(main, ["verify", *args])
 
 
-@pytest.mark.parametrize("config,mesh", LLAMA)
-def test_paddle_llama_zero1_verifies_equal(tmp_path, config, mesh):
-    serial, pattern = write_set(tmp_path, *llama_texts(config, mesh))
+@pytest.mark.parametrize("config,mesh,stage", [(c, m, "s1") for c, m in LLAMA] + [("clip", "dp4", "s3")])
+def test_paddle_llama_zero_verifies_equal(tmp_path, config, mesh, stage):
+    serial, pattern = write_set(tmp_path, *llama_texts(config, mesh, stage))
     r = cli(serial, "--ranks", pattern)
     assert r.exit_code == 0, r.output
     assert "EQUAL" in r.output and "compared on ranks [0, 1, 2, 3]" in r.output
