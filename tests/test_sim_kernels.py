@@ -297,3 +297,14 @@ def test_random_initializer_mutation_is_caught():
     serial, ranks, layouts = _init_programs(std_rank1="std:0.03")
     rep = verify_startup(serial, ranks, layouts)
     assert rep.status == 1 and rep.divergence.rank == 1 and rep.divergence.value == "linear_1.w_0"
+
+
+def test_comparisons_where_and_constants():
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4,))
+    for name, ref in (("less_than", np.less), ("greater_equal", np.greater_equal), ("equal", np.equal)):
+        np.testing.assert_array_equal(run_op(f"pd_op.{name}", [a, b])[0], ref(a, b))
+    np.testing.assert_array_equal(run_op("pd_op.where", [a > 0, a, np.zeros(4)])[0], np.where(a > 0, a, 0))
+    out = run_op("pd_op.assign_value_", [np.zeros((2, 2))],
+                 "dtype:(pd_op.DataType)int64,shape:[(Int32)2,(Int32)2],values:[(Double)3,(Double)1,(Double)4,(Double)1]")[0]
+    np.testing.assert_array_equal(out, [[3, 1], [4, 1]])
+    assert out.dtype == np.int64

@@ -42,3 +42,22 @@ def scale(rt, op, vals):
     if attr(op, "bias_after_scale", True):
         return [x * s + b]
     return [(x + b) * s]
+
+
+_COMPARE = {
+    "less_than": np.less, "less_equal": np.less_equal, "greater_than": np.greater,
+    "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+}
+for _name, _fn in _COMPARE.items():
+    kernel(f"pd_op.{_name}")(_binary(_fn))
+
+
+@kernel("pd_op.logical_not")
+def logical_not(rt, op, vals):
+    return [np.logical_not(np.asarray(vals[0]))]
+
+
+@kernel("pd_op.where")
+def where(rt, op, vals):  # (condition, x, y)
+    return [np.where(np.asarray(vals[0], dtype=bool), np.asarray(vals[1]), np.asarray(vals[2]))]

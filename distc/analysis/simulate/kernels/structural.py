@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from ..values import ABSENT, attr
+from ..values import ABSENT, attr, np_dtype
 from ....ir.types import DistTensorType
 
 
@@ -75,3 +75,19 @@ def assign_out(rt, op, vals):
     if x.shape != out.shape:
         raise rt.err(op, f"writes local {list(x.shape)} into a value of local {list(out.shape)}")
     return [np.array(x, dtype=out.dtype, copy=True)]
+
+
+@kernel("pd_op.fetch")
+def fetch(rt, op, vals):
+    return [np.array(vals[0], copy=True)]
+
+
+@kernel("pd_op.assign_value")
+def assign_value(rt, op, vals):
+    """``assign_value_(x)``: the constant ``values`` in ``shape`` (x only gives the buffer)."""
+    shape = [int(s) for s in attr(op, "shape", []) or []]
+    data = np.array(attr(op, "values", []) or [], dtype=np.float64)
+    dtype = np_dtype(str(attr(op, "dtype", "float32")))
+    if data.size != int(np.prod(shape)):
+        raise rt.err(op, f"{data.size} values for shape {shape}")
+    return [data.reshape(shape).astype(dtype)]
