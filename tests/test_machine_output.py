@@ -84,3 +84,14 @@ def test_many_ranks_summarise():
     assert "ring ids: 4 different tables over 32 ranks" in r.stderr
     assert "8 groups of 4" in r.stderr and "4 groups of 8" in r.stderr
     assert "bytes sent per rank: 7.8 KiB on every rank" in r.stderr
+
+
+def test_shard_all_ranks_explain_groups_ranks(tmp_path):
+    # (was an internal error: the workers' summaries are dicts)
+    r = run("shard", SAMPLE, "--all-ranks", "-o", tmp_path / "m.r{rank}.ir", "--explain", "-q", "-j", "1",
+            "--dense")
+    assert r.exit_code == 0, r.stderr
+    err = r.stderr.splitlines()
+    assert err[0] == "ranks 0-3: pipeline: shard-optimizer, partition, reshard, remove-other-rank, dist-to-dense"
+    assert "  dist-to-dense: this rank: 101 op(s) lowered" in err
+    assert err.count("every rank:") == 1 and not any(ln.startswith("rank ") for ln in err)

@@ -8,23 +8,9 @@ from __future__ import annotations
 import json
 
 from ..analysis.cost import human_bytes
-from .shard_ranks import spread
+from .shard_ranks import format_ranks, spread
 
 PER_RANK_ROWS = 16
-
-
-def format_ranks(ranks) -> str:
-    """[0, 1, 2, 3, 6] -> '0-3,6' (the inverse of ``--ranks``)."""
-    out: list[str] = []
-    rs = sorted(set(ranks))
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def _group(ranks) -> str:

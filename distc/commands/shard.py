@@ -26,7 +26,7 @@ from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
 from .shard_inputs import check_main, check_startup
-from .shard_ranks import check_many, parse_ranks, rank_summary, run_ranks, select_ranks
+from .shard_ranks import check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
 
 def _ranks_of(prog: Program) -> list[int]:
     """Every process id of every mesh in the program."""
@@ -332,15 +332,30 @@ def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each
     return RankResult(text, startup_text, colls, ctx.notes[notes0:], ran)
 
 
-def _explain(sh: _Shared, results: dict[int, RankResult]) -> None:
+def _explain(sh: _Shared, results: dict) -> None:
+    """The passes run and what they decided; ranks that did alike share one block."""
+    import re
+
     con = err_console()
+
+    def part(res) -> tuple[list[str], list[str]]:  # a RankResult, or a worker's summary dict
+        return (res["ran"], res["notes"]) if isinstance(res, dict) else (res.ran, res.notes)
+
+    several = len(results) > 1
+    groups: dict[tuple, list[int]] = {}
     for r, res in sorted(results.items()):
-        prefix = f"rank {r}: " if len(results) > 1 else ""
-        con.print(prefix + "pipeline: " + (", ".join(sh.ran + res.ran) or "(nothing: stage 0, annotate only)"),
+        ran, notes = part(res)
+        if several:  # the rank option is the rank itself (and left out for rank 0)
+            ran = [re.sub(r"rank=\d+,?", "", x).replace(",}", "}").replace("{}", "") for x in ran]
+            notes = [re.sub(rf"\brank {r}\b", "this rank", n) for n in notes]
+        groups.setdefault((tuple(ran), tuple(notes)), []).append(r)
+    for (ran, notes), ranks in groups.items():
+        prefix = f"rank{'s' * (len(ranks) > 1)} {format_ranks(ranks)}: " if several else ""
+        con.print(prefix + "pipeline: " + (", ".join(sh.ran + list(ran)) or "(nothing: stage 0, annotate only)"),
                   markup=False)
-        for n in (sh.notes if len(results) == 1 else []) + res.notes:
+        for n in ([] if several else sh.notes) + list(notes):
             con.print("  " + n, markup=False)
-    if len(results) > 1 and sh.notes:
+    if several and sh.notes:
         con.print("every rank:", markup=False)
         for n in sh.notes:
             con.print("  " + n, markup=False)

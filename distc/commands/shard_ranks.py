@@ -42,6 +42,20 @@ def parse_ranks(text: str) -> list[int]:
     return sorted(out)
 
 
+def format_ranks(ranks) -> str:
+    """[0, 1, 2, 3, 6] -> '0-3,6' (the inverse of ``--ranks``)."""
+    out: list[str] = []
+    rs = sorted(set(ranks))
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
 def check_many(rank: int | None, all_ranks: bool, rank_list: str | None, output: str | None,
                startup_out: str | None) -> None:
     if rank is not None:
