@@ -23,7 +23,7 @@ from distc.syntax.diagnostics import DiagnosticError
 
 from test_simulate import COMPLETE, PADDLE_BUGS, STATUS
 
-X_FUNCTIONS = ("x_p_to_s", "x_r_to_p", "x_s_to_r", "x_s_to_p", "x_p_to_p", "x_s_to_s")
+X_FUNCTIONS = ("x_p_to_r", "x_p_to_s", "x_r_to_p", "x_s_to_r", "x_s_to_p", "x_p_to_p", "x_s_to_s")
 
 
 def lower_all(mesh, sp, dst_mesh, dp, shape, *, paddle_only=False, enable=(), disable=()):

@@ -3,7 +3,7 @@ lowered by default (co-sharded sources kept as given, ``--from s0,s0``) and prov
 
 The full sweep is a script (minutes; run it after changing the reshard functions)::
 
-    python tests/test_reshard_sweep.py 1d|2d|3d|cross|cross2     # prints every pair that fails
+    python tests/test_reshard_sweep.py [1d|2d|2dmix|3d|cross|cross2]   # prints every pair that fails
 
 The tests pin the cases the sweep found wrong (each fixed, now proven on every rank) and run a
 sample of the sweep.
@@ -66,6 +66,8 @@ SWEEPS = {
     "2d": ([(make_mesh([2, 2]), None), (make_mesh([2, 3]), None), (make_mesh([2, 2], [3, 1, 2, 0]), None)],
            ["r", "p", "p:avg", "s0", "s1"], [(8, 12), (7, 9)]),
     "3d": ([(make_mesh([2, 2, 2]), None)], ["r", "p", "s0", "s1"], [(8, 6, 4), (7, 5)]),
+    "2dmix": ([(make_mesh([2, 2]), None)], ["r", "p", "p:max", "p:min", "p:prod", "p:avg", "s0", "s1", "s2"],
+              [(7, 5, 3)]),
     "cross": ([(make_mesh([2, 2]), make_mesh([2, 2], [4, 5, 6, 7])), (make_mesh([2]), make_mesh([2], [2, 3]))],
               ["r", "p", "s0", "s1"], [(8, 12), (7, 9)]),
     "cross2": ([(make_mesh([2]), make_mesh([2], [1, 2])), (make_mesh([2]), make_mesh([4])),
@@ -97,6 +99,11 @@ FOUND = [  # (mesh, destination mesh or None, from, to, shape); a mesh: "shape" 
     # global -> sub-mesh gathered a co-sharded source by its dims mapping
     ("2,2", "2", "s0,s0", "r", (8, 12)),
     ("2,2", "2", "s1,s1", "r", (7, 9)),
+    # reduce types that do not commute, one partial dim reduced while a lower one stays: Paddle's
+    # nd_mesh reduces in the other order (now x_p_to_r)
+    ("2,2", None, "p,p:max", "p,r", (7, 5, 3)),
+    ("2,2", None, "p:max,p", "p:max,r", (7, 5, 3)),
+    ("2,2", None, "p:avg,p:prod", "p:avg,r", (7, 9)),
     # sub-mesh -> global mesh sharded or partial along the sub-mesh's dim: Paddle's
     # sub_to_global_mesh only broadcasts (now x_sub_to_global)
     ("2", "2,2", "r", "p,r", (8, 12)),

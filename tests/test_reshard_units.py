@@ -223,7 +223,7 @@ def test_priorities_relative_to_paddles():
     with pytest.raises(ValueError):
         before("nd_mesh", 10)
     order = [f.name for f in functions(enable=("x_coshard",))]
-    for x, paddle in (("x_p_to_s", "p_to_s"), ("x_r_to_p", "r_to_p"), ("x_s_to_r", "s_to_r"),
+    for x, paddle in (("x_p_to_r", "p_to_r"), ("x_p_to_s", "p_to_s"), ("x_r_to_p", "r_to_p"), ("x_s_to_r", "s_to_r"),
                       ("x_s_to_p", "nd_mesh"), ("x_p_to_p", "nd_mesh"), ("x_s_to_s", "nd_mesh"),
                       ("x_coshard", "nd_mesh")):
         assert order.index(x) + 1 == order.index(paddle) or order[order.index(x) + 1].startswith("x_")

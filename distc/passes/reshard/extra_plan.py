@@ -90,6 +90,9 @@ def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | No
     mesh = src.mesh
     nd = mesh.ndim
     sp, dp = src.placements, dst.placements
+    why = _mixed_partial_order(sp, dp)
+    if why:
+        return why
     for st in steps(src, dst):
         a, b, k = st.src, st.dst, st.dim
         p = mesh.shape[k]
@@ -119,6 +122,22 @@ def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | No
     # R->P on groups without global rank 0, zeros of the global shape, and the shards an N-d
     # r_to_p skips are fixed inside distc's copies of Paddle's r_to_p / nd_mesh themselves (they
     # keep Paddle's text wherever Paddle is right), so they are no reason to take over here.
+    return None
+
+
+def _mixed_partial_order(sp, dp) -> str | None:
+    """A value partial over several mesh dims with reduce types that do not commute (sum and max
+    ...) means: reduced over the lowest mesh dim first (as the simulator reads it).  Paddle's
+    nd_mesh reduces a changing partial dim while a lower one of another type stays partial, which
+    reduces in the other order."""
+    for k, (a, b) in enumerate(zip(sp, dp)):
+        if a.kind != "P" or a == b:
+            continue
+        for j in range(k):
+            c, d = sp[j], dp[j]
+            if c.kind == "P" and c == d and c.reduce != a.reduce and not {a.reduce, c.reduce} <= {"SUM", "AVG"}:
+                return (f"Paddle reduces mesh dim {k} ({a.reduce}) while mesh dim {j} stays partial "
+                        f"({c.reduce}): the other order")
     return None
 
 

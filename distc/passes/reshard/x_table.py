@@ -5,6 +5,12 @@ and :func:`~.extra_plan.paddle_problem` finds Paddle 3.3.1's own lowering of the
 refused (rows with ``always``: whenever the change occurs).  Every row lowers the whole reshard
 with :func:`~.extra_lower.lower`, correct for uneven pieces and any order of process ids.
 
+``x_p_to_r`` (before ``p_to_r``)
+    A value partial over mesh dims with reduce types that do not commute (``[P, P(max)]``) means
+    reduced over the lowest mesh dim first; Paddle's nd_mesh all-reduces a higher dim while a lower
+    one stays partial (``[P, P(max)] -> [P, R]``: the other order).  distc reduces every partial
+    dim, lowest first, and makes the destination's partial dims afresh (found by
+    tests/test_reshard_sweep.py).
 ``x_p_to_s`` (before ``p_to_s``)
     Paddle's p_to_s only takes Partial(SUM) ("The p to s reshard func only support sum op":
     corpus ``m2_Pavg_to_S0`` ...), and for an uneven axis cuts the padding off the last rank's
@@ -62,6 +68,7 @@ class Row:
 
 
 TABLE = (
+    Row("x_p_to_r", before("p_to_r", 5), lambda a, b: a.kind == "P" and b.kind == "R"),
     Row("x_p_to_s", before("p_to_s", 5), lambda a, b: a.kind == "P" and b.kind == "S"),
     Row("x_r_to_p", before("r_to_p", 5), lambda a, b: a.kind == "R" and b.kind == "P"),
     Row("x_s_to_r", before("s_to_r", 5), lambda a, b: a.kind == "S" and b.kind == "R"),
