@@ -39,22 +39,45 @@ def inputs(case: str):
     return d / f"{name}.s0.r0.before_partition.ir", d / f"{name}.s0.r0.startup_after_remove.ir", n
 
 
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("opts", [("--dense",), ("--stage", "0")], ids=["stage1-dense", "stage0"])
+def llama(tmp_path, case: str):
+    import llmdata as L
+
+    return (L.write(tmp_path, "amp", case, "s0", 0, "before_partition"),
+            L.write(tmp_path, "amp", case, "s0", 0, "startup_after_remove"), len(L.RANKS[case]))
+
+
+PARAMS = [pytest.param(case, opts, id=f"{case}-{name}") for case in CASES
+          for name, opts in (("stage1-dense", ("--dense",)), ("stage0", ("--stage", "0")))]
+PARAMS += [
+    # ZeRO-3 on an uneven program (15 and 30 over dp4)
+    pytest.param("mlp15_dp4", ("--stage", "3", "--dense"), id="mlp15_dp4-stage3-uneven-dense"),
+    # Paddle's AMP path on LLaMA, dp2 x mp4
+    pytest.param("llama_dp2mp4", ("--amp", "--axis", "dp", "--mesh-dims", "dp,mp", "--dense"), id="llama_dp2mp4-amp"),
+]
+
+
+@pytest.mark.parametrize("case,opts", PARAMS)
 def test_all_ranks_equal_single_rank_outputs(tmp_path, case, opts):
-    main_in, startup_in, n = inputs(case)
-    r = run(main_in, *opts, "--all-ranks", "-j", "3", "-o", tmp_path / "main.r{rank}.ir",
-            "--startup", startup_in, "--startup-out", tmp_path / "startup.r{rank}.ir")
-    assert sorted(os.listdir(tmp_path)) == sorted([f"main.r{k}.ir" for k in range(n)]
-                                                  + [f"startup.r{k}.ir" for k in range(n)])
+    if case.startswith("llama"):
+        (tmp_path / "in").mkdir()
+        main_in, startup_in, n = llama(tmp_path / "in", case)
+    elif case == "mlp15_dp4":
+        main_in = ORACLE / "mlp15_dp4_adamw.s0.r0.before_partition.ir"
+        startup_in, n = ORACLE / "mlp15_dp4_adamw.s0.r0.startup_after_remove.ir", 4
+    else:
+        main_in, startup_in, n = inputs(case)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run(main_in, *opts, "--all-ranks", "-j", "3", "-o", out / "main.r{rank}.ir",
+            "--startup", startup_in, "--startup-out", out / "startup.r{rank}.ir")
+    assert sorted(os.listdir(out)) == sorted([f"main.r{k}.ir" for k in range(n)]
+                                             + [f"startup.r{k}.ir" for k in range(n)])
     assert "bytes sent per rank:" in r.stderr and f"({n} ranks" in r.stderr
     for k in range(n):
         one, one_s = tmp_path / f"one.{k}.ir", tmp_path / f"one_s.{k}.ir"
         run(main_in, *opts, "--rank", k, "-q", "-o", one, "--startup", startup_in, "--startup-out", one_s)
-        assert (tmp_path / f"main.r{k}.ir").read_text() == one.read_text(), f"rank {k}"
-        assert (tmp_path / f"startup.r{k}.ir").read_text() == one_s.read_text(), f"rank {k}"
-        one.unlink()
-        one_s.unlink()
+        assert (out / f"main.r{k}.ir").read_text() == one.read_text(), f"rank {k}"
+        assert (out / f"startup.r{k}.ir").read_text() == one_s.read_text(), f"rank {k}"
 
 
 def test_ranks_subset_and_one_job(tmp_path):
