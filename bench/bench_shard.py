@@ -13,6 +13,8 @@ interleaved so that all see the same machine state:
               `apply_partition_pass` + `ReshardPasses.apply_reshard_pass` on the stage-1 program,
               Paddle's two passes alone, without its own program building or printing.
 
+distc's bytecode is compiled first (python -m compileall distc), as `pip install` does.
+
 Reported per program: medians over the repeats, and the ratios the issue sets targets for, both
 against Paddle's rank-0 time of the same repeat: one rank / Paddle rank 0 (target <= 0.25) and all
 ranks / Paddle rank 0 (target <= 1.0); the spread is the range of the per-repeat ratios.  The
@@ -95,6 +97,9 @@ def main() -> None:
     ap.add_argument("--paddle-python", default=default_py)
     ap.add_argument("--out", default=str(HERE / "results" / "shard.json"))
     args = ap.parse_args()
+    # distc as installed: `pip install` compiles the bytecode; an editable install under
+    # PYTHONDONTWRITEBYTECODE=1 would compile every module on every run instead
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "distc")], check=True)
     rows = []
     load_before = load()
     for n in args.layers:

@@ -324,10 +324,10 @@ def fork_each(items: list, work, jobs: int) -> dict:
 
 
 def _child(item, work, w: int) -> None:
-    import gc
     import pickle
 
-    gc.disable()
+    # (the cyclic collector stays on: the shared objects are frozen, and without it the
+    # garbage of the rank's own work piles up and costs more than collecting it)
     try:
         out = ("ok", work(item), 0)
     except DiagnosticError as e:
