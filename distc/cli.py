@@ -10,6 +10,7 @@ import click
 from . import __version__
 from .driver import check_output, err_console, load, load_inputs, parse_text, read_text, reporting, write_output
 from .syntax.diagnostics import DiagnosticError
+from .syntax.parser import parse_programs
 from .syntax.printer import print_program
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -59,8 +60,11 @@ def main() -> None:
 @click.option("-o", "--output", default=None, help="write here instead of stdout (one input only)")
 @click.option("--check", is_flag=True, help="exit 1 with a diff if printing would change a file")
 @click.option("--canonical", is_flag=True, help="print every op anew instead of keeping source lines")
-def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool) -> None:
-    """Parse FILES and print them back (byte for byte for Paddle's own dumps)."""
+@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
+              help="print only the K-th program of files holding several (1 = first)")
+def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool, program: int | None) -> None:
+    """Parse FILES and print them back (byte for byte for Paddle's own dumps; files holding
+    several programs, such as GLOG logs, print back whole)."""
     with reporting():
         if output is not None and len(files) > 1:
             raise click.UsageError("-o takes one input file")
@@ -72,8 +76,10 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
         for path in files:
             text = read_text(path)
             name = "<stdin>" if path == "-" else path
-            prog = parse_text(text, name)
-            out = print_program(prog, canonical=canonical)
+            if program is not None:
+                out = print_program(parse_text(text, name, program), canonical=canonical)
+            else:
+                out = "".join(print_program(p, canonical=canonical) for p in parse_programs(text, name))
             if check:
                 if out != text:
                     changed += 1
@@ -101,8 +107,10 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
 @click.option("--print-ir-after-all", is_flag=True, help="print the program after each pass on stderr")
 @click.option("--json", "as_json", is_flag=True,
               help="pass timings, collectives and decisions as one line of JSON on stderr")
+@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
+              help="the K-th program of a file holding several (1 = first)")
 def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_verify_each: bool,
-        print_ir_after_all: bool, as_json: bool) -> None:
+        print_ir_after_all: bool, as_json: bool, program: int | None) -> None:
     """Run a pass pipeline over FILE (mlir-opt style)."""
     import time
 
@@ -113,7 +121,7 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
         t0 = time.perf_counter()
         passes = parse_pipeline(pipeline)
         load_inputs(passes)
-        prog = load(file)
+        prog = load(file, program)
         t_parse = time.perf_counter() - t0
 
         def after(p, prg) -> None:

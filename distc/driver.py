@@ -14,7 +14,7 @@ import click
 
 from .ir.core import Program
 from .syntax.diagnostics import DiagnosticError
-from .syntax.parser import parse
+from .syntax.parser import parse_program
 
 LOG_WIDTH = 100_000  # the console width off a terminal
 PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on a terminal)
@@ -35,8 +35,10 @@ def read_text(path: str) -> str:
         if sys.stdin.isatty():
             err_console().print("distc: reading a program from the terminal (stdin); end it with Ctrl-D, "
                                 "or give a file name", markup=False)
-        return sys.stdin.read()
     try:
+        if path == "-":
+            buf = getattr(sys.stdin, "buffer", None)  # bytes: line ends as they are (CRLF stays)
+            return buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
         with open(path, encoding="utf-8", newline="") as f:
             return f.read()
     except FileNotFoundError:
@@ -47,9 +49,10 @@ def read_text(path: str) -> str:
         raise DiagnosticError(f"not UTF-8 text ({e.reason} at byte {e.start})", filename=path) from None
 
 
-def load(path: str) -> Program:
+def load(path: str, program: int | None = None) -> Program:
+    """The file's program (``program``: the K-th of a file holding several, 1-based)."""
     text = read_text(path)
-    return parse_text(text, "<stdin>" if path == "-" else path)
+    return parse_text(text, "<stdin>" if path == "-" else path, program)
 
 
 def load_inputs(passes) -> None:
@@ -62,15 +65,16 @@ def load_inputs(passes) -> None:
                 setattr(p, attr, load(path))
 
 
-def parse_text(text: str, name: str) -> Program:
-    """Parse, with a progress bar on stderr for big inputs when stderr is a terminal."""
+def parse_text(text: str, name: str, program: int | None = None) -> Program:
+    """Parse, with a progress bar on stderr for big inputs when stderr is a terminal.  A file of
+    several programs is an error listing them unless ``program`` picks one."""
     if len(text) > PROGRESS_BYTES and sys.stderr.isatty():
         from rich.progress import Progress
 
         with Progress(console=err_console(), transient=True) as prog:
             task = prog.add_task(f"parsing {os.path.basename(name)}", total=len(text))
-            return parse(text, name, progress=lambda done: prog.update(task, completed=done))
-    return parse(text, name)
+            return parse_program(text, name, program, progress=lambda done: prog.update(task, completed=done))
+    return parse_program(text, name, program)
 
 
 def check_output(path: str | None) -> None:

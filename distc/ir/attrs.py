@@ -60,21 +60,12 @@ def format_float(value: float) -> str:
 
 
 def escape_string(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"')
+    """Paddle's printer escapes only the double quote; backslashes, newlines, tabs stay raw."""
+    return s.replace('"', '\\"')
 
 
 def unescape_string(raw: str) -> str:
-    out = []
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c == "\\" and i + 1 < len(raw):
-            out.append(raw[i + 1])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return raw.replace('\\"', '"')
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ class Style:
     renumber: bool = True  # %N renumbered in print order (Paddle's printer does)
     indent: str = "    "
     double_fill: bool = True  # full's value as (Double) rather than (Float) in typed style
+    newline: str = "\n"  # "\r\n": a CRLF file prints back with CRLF
 
     @property
     def era(self) -> str:

@@ -188,8 +188,13 @@ def print_program(prog: Program, *, canonical: bool = False) -> str:
     """The program's text.  ``canonical=True`` ignores source lines and prints every op anew."""
     p = _Printer(prog, canonical)
     p.block(prog.block, prog.style.indent, prog.style.indent, top=True)
-    body = "\n".join(p.out)
-    return prog.head + (body + "\n" if p.out else "") + prog.tail
+    if p.out and prog.head.endswith("\n"):  # one join: no second copy of a big program's text
+        p.out.insert(0, prog.head[:-1])
+        p.out.append(prog.tail)
+        text = "\n".join(p.out)
+    else:
+        text = prog.head + "".join(x + "\n" for x in p.out) + prog.tail
+    return text if prog.style.newline == "\n" else text.replace("\n", prog.style.newline)
 
 
 def number_values(prog: Program) -> dict[Value, str]:

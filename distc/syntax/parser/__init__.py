@@ -23,16 +23,78 @@ from ..diagnostics import DiagnosticError
 from .fast import FastParser, _Fallback
 from .full import FullParser
 from .names import Builder
+from .programs import normalize_newlines, opens_program, program_spans, span_lines
 
-__all__ = ["Builder", "FastParser", "FullParser", "detect_style", "parse"]
+__all__ = ["Builder", "FastParser", "FullParser", "detect_style", "parse", "parse_program", "parse_programs"]
 
 _FAST: FastParser | None = None
 
 
 def parse(text: str, filename: str | None = None, *, fast: bool = True, progress=None) -> Program:
-    """Parse PIR text.  Errors raise :class:`DiagnosticError` located in ``filename``.
+    """Parse PIR text holding one program.  Errors raise :class:`DiagnosticError` located in
+    ``filename`` (a file of several programs is one: it lists them; see :func:`parse_program`).
 
     ``progress``, if given, is called now and then with the number of characters read."""
+    text, newline = normalize_newlines(text)
+    spans = program_spans(text)
+    if len(spans) > 1:
+        raise _several(text, spans, filename)
+    return _parse_one(text, filename, fast, progress, newline)
+
+
+def parse_programs(text: str, filename: str | None = None, *, fast: bool = True) -> list[Program]:
+    """Every program of a file (GLOG logs hold several); printed one after the other they give
+    the text back."""
+    text, newline = normalize_newlines(text)
+    spans = program_spans(text)
+    if len(spans) == 1:
+        return [_parse_one(text, filename, fast, None, newline)]
+    return [_parse_span(text, s, e, filename, fast, newline) for s, e in spans]
+
+
+def parse_program(text: str, filename: str | None = None, index: int | None = None, *, fast: bool = True,
+                  progress=None) -> Program:
+    """The program a command works on: the only one, or the ``index``-th (1-based, ``--program K``)."""
+    if index is None:
+        return parse(text, filename, fast=fast, progress=progress)
+    text, newline = normalize_newlines(text)
+    spans = program_spans(text)
+    if not 1 <= index <= len(spans):
+        raise DiagnosticError(f"--program {index}: the file holds {len(spans)} program(s)", filename=filename,
+                              notes=_listing(text, spans))
+    if len(spans) == 1:
+        return _parse_one(text, filename, fast, progress, newline)
+    return _parse_span(text, *spans[index - 1], filename, fast, newline)
+
+
+def clear_caches() -> None:
+    """Forget the fast path's cached types and attributes (they live across parses)."""
+    global _FAST
+    _FAST = None
+
+
+def _several(text: str, spans, filename) -> DiagnosticError:
+    line = span_lines(text, spans[1:2])[0][0]
+    line += next((k for k, x in enumerate(text[spans[1][0]:spans[1][1]].split("\n")) if opens_program(x)), 0)
+    e = DiagnosticError(f"this file holds {len(spans)} programs; choose one with --program K", line, 1,
+                        notes=_listing(text, spans))
+    return e.located(filename, text)
+
+
+def _listing(text: str, spans) -> list[str]:
+    return [f"program {k}: lines {a}-{b}" for k, (a, b) in enumerate(span_lines(text, spans), 1)]
+
+
+def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str) -> Program:
+    """One program of several, parsed with its own line numbers (blank lines stand for the text
+    before it and are dropped from its head again)."""
+    pad = text.count("\n", 0, s)
+    prog = _parse_one("\n" * pad + text[s:e], filename, fast, None, newline)
+    prog.head = prog.head[pad:]
+    return prog
+
+
+def _parse_one(text: str, filename, fast: bool, progress, newline: str) -> Program:
     global _FAST
     prog = None
     if fast:
@@ -48,6 +110,7 @@ def parse(text: str, filename: str | None = None, *, fast: bool = True, progress
         except DiagnosticError as e:
             raise e.located(filename, text) from None
     prog.style = detect_style(text, prog)
+    prog.style.newline = newline
     return prog
 
 

@@ -24,7 +24,8 @@ class _Fallback(Exception):
 
 
 _OP = re.compile(
-    r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) -> (.*?)[ \t]*'
+    r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
+    re.S,  # an op line may hold raw newlines inside strings (joined lines)
 )
 _REGION_OP = re.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} -> (.*?) \{[ \t]*'
@@ -32,6 +33,10 @@ _REGION_OP = re.compile(
 _CLOSE = re.compile(r"[ \t]*\}[ \t]*")
 _ELSE = re.compile(r"[ \t]*\} else \{[ \t]*")
 _TRIVIA = re.compile(r"[ \t]*(//.*)?")
+_NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
+
+
+_CACHE_TEXT = 1 << 16  # longer attribute texts are not kept in the caches (a 20 MB string would stay)
 
 
 class FastParser:
@@ -75,7 +80,7 @@ class FastParser:
             if k in d:
                 raise _Fallback
             d[k] = v
-        if len(self.attr_dicts) < 200_000:
+        if len(self.attr_dicts) < 200_000 and len(text) < _CACHE_TEXT:
             self.attr_dicts[text] = d
         return d
 
@@ -88,7 +93,7 @@ class FastParser:
         if kv is None:
             k, v, _tok = self._lark.parse(item, start="attr")
             kv = k, v
-        if len(self.items) < 100_000:
+        if len(self.items) < 100_000 and len(item) < _CACHE_TEXT:
             self.items[item] = kv
         return kv
 
@@ -120,46 +125,58 @@ class FastParser:
         return out
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
-        lines = text.split("\n")
+        # lines are read one at a time (offsets into ``text``, no list of every line): a string
+        # holding millions of raw newlines costs no more than one without
         b = Builder()
         prog = Program(filename=filename)
         b.top = prog.block
+        n = len(text)
+        find = text.find
         # head: everything up to the line that opens the program
-        i = 0
-        pre: list[str] = []
-        while i < len(lines) and _TRIVIA.fullmatch(lines[i]):
-            i += 1
-        if i >= len(lines):
+        m = _NON_TRIVIA.search(text)
+        if m is None:
             raise _Fallback
-        first = lines[i]
+        e = find("\n", m.start())
+        if e < 0:
+            raise _Fallback
+        first = text[m.start():e]
         stripped = first.rstrip(" \t")
         if not stripped.endswith("{") or "{" in stripped[:-1] or "(" in stripped[:-1]:
             raise _Fallback
-        prog.head = "\n".join(lines[: i + 1]) + "\n"
-        i += 1
+        prog.head = text[:e + 1]
+        i = text.count("\n", 0, e) + 1  # 0-based number of the current line
+        pos = e + 1
+        pre: list[str] = []
         stack: list[tuple] = []  # (header fields, regions, current block) for open region ops
         block = prog.block
         OP = _OP.fullmatch
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
-        nlines = len(lines)
-        step = max(1000, nlines // 100)
+        step = max(1 << 16, n // 100)
         next_report = step
-        offset_per_line = len(text) / max(nlines, 1)
-        while i < nlines:
-            if progress is not None and i >= next_report:
-                progress(int(i * offset_per_line))
+        while pos < n:
+            if progress is not None and pos >= next_report:
+                progress(pos)
                 next_report += step
-            line = lines[i]
+            e = find("\n", pos)
+            if e < 0:
+                e = n
+            line = text[pos:e]
             m = OP(line)
+            span = 1
+            if m is None and '"' in line and not _TRIVIA.fullmatch(line) and not REG(line):
+                m, e = _joined(text, pos, e, OP)  # raw newlines inside a string
+                if m is not None:
+                    line = text[pos:e]
+                    span = line.count("\n") + 1
             if m is not None:
                 ind, res, name, oid, opnds, attrs, tin, tout = m.groups()
                 op = b.build(
                     [(r[1:], i + 1, 0) for r in res.split(", ")] if res else [],
                     name, int(oid) if oid else None,
                     [(None if o == "<<NULL VALUE>>" else _vname(o), None, i + 1, 0) for o in opnds.split(", ")] if opnds else [],
-                    attr_dict(attrs), types(tin), types(tout), "full", (), i + 1, len(ind) + 1,
+                    attr_dict(attrs), types(tin), types(tout or ""), "full", (), i + 1, len(ind) + 1,
                 )
                 op.src = line
                 op.indent = ind
@@ -168,22 +185,23 @@ class FastParser:
                     op.pre = pre
                     pre = []
                 block.append(op)
-                i += 1
+                i += span
+                pos = e + 1
                 continue
+            i += 1
+            pos = e + 1
             if _TRIVIA.fullmatch(line):
                 pre.append(line)
-                i += 1
                 continue
             m = REG(line)
             if m is not None:
-                stack.append((m.groups(), [], block, line, pre, i + 1))
+                stack.append((m.groups(), [], block, line, pre, i))
                 pre = []
                 region = Region()
                 block = region.add_block(Block())
                 stack[-1][1].append(region)
                 region.open_src = line
                 b.push()
-                i += 1
                 continue
             if _ELSE.fullmatch(line) and stack:
                 regions = stack[-1][1]
@@ -195,14 +213,14 @@ class FastParser:
                 block = region.add_block(Block())
                 regions.append(region)
                 b.push()
-                i += 1
                 continue
             if _CLOSE.fullmatch(line):
                 block.post = pre
                 pre = []
                 if not stack:
-                    prog.tail = "\n".join(lines[i:])
-                    if any(not _TRIVIA.fullmatch(x) for x in lines[i + 1:]):
+                    start = pos - len(line) - 1
+                    prog.tail = text[start:]
+                    if _NON_TRIVIA.search(text, min(pos, n)) is not None:
                         raise _Fallback
                     break
                 b.pop()
@@ -220,7 +238,6 @@ class FastParser:
                 op.pre = hpre
                 block = parent
                 block.append(op)
-                i += 1
                 continue
             raise _Fallback
         else:
@@ -229,6 +246,25 @@ class FastParser:
             raise _Fallback
         return prog
 
+
+_OP_START = re.compile(r'\n(?=[ \t]*\([^()\n]*\) = "|[ \t]*\})')
+
+
+def _joined(text: str, pos: int, e: int, OP):
+    """An op whose strings hold raw newlines, read on over the following lines: (match, end offset).
+    The op ends on a line holding a quote (its last string's closing one), before the next line
+    that starts an op or closes a block; the last such line is tried first."""
+    nxt = _OP_START.search(text, e)
+    limit = nxt.start() if nxt is not None else len(text)
+    q = text.rfind('"', e, limit)
+    while q >= 0:
+        end = text.find("\n", q, limit)
+        end = limit if end < 0 else end
+        m = OP(text, pos, end)
+        if m is not None:
+            return m, end
+        q = text.rfind('"', e, text.rfind("\n", e, q) + 1)
+    return None, e
 
 
 def _vname(tok: str) -> str:

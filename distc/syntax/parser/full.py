@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation, Program, Region
 from ...ir.types import NULL_TYPE
-from .fast import _TRIVIA, lark_parser
+from .fast import _OP, _TRIVIA, lark_parser
 from .names import Builder
 
 
@@ -115,6 +115,9 @@ class FullParser:
         op.indent = ind
         if t.data == "op_bare":
             op.sig = "none"
+        elif not regions and not inline_args and _OP.fullmatch(text):
+            op.src = text  # one op on its line: it prints back as written (e.g. '->' with no space)
+            op.dirty = False
         return op
 
     def _region(self, b: Builder, r: Tree, lines) -> Region:

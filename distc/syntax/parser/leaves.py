@@ -14,25 +14,33 @@ from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType
 
 _number = A.number_attr
 
+
 _SIMPLE_ITEM = re.compile(
-    r'([A-Za-z_]\w*):(?:"((?:[^"\\]|\\.)*)"|(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*)\]'
+    r'([A-Za-z_]\w*):(?:(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*)\]'
     r'|\[(-?\d+(?:,-?\d+)*)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
     r'|([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+](?:inf|nan)))',
     re.S,
 )
 
 
+_STR_ITEM = re.compile(r'([A-Za-z_]\w*):"')
+
+
 def _simple_item(item: str):
     """The common attribute forms, read without the grammar (same values as the grammar gives)."""
+    sm = _STR_ITEM.match(item)
+    if sm is not None:  # a string: the whole rest of the item, and no unescaped quote inside
+        end = string_end(item, sm.end() - 1)
+        if end != len(item) or sm.group(1) == "op_dist_attr":
+            return None
+        return sm.group(1), A.StrAttr(item[sm.end():-1])
     m = _SIMPLE_ITEM.fullmatch(item)
     if m is None:
         return None
     key = m.group(1)
     if key == "op_dist_attr":
         return None
-    s, i, b, bl, il, pl, name, num = m.group(2, 3, 4, 5, 6, 7, 8, 9)
-    if s is not None:
-        return key, A.StrAttr(s)
+    i, b, bl, il, pl, name, num = m.group(2, 3, 4, 5, 6, 7, 8)
     if i is not None:
         return key, _number(i)
     if b is not None:
@@ -190,7 +198,29 @@ def _fast_op_dist(text: str):
     return OperationDistAttr(mesh, tuple(lists["operand"]), tuple(lists["result"]), chunk)
 
 
-_SCAN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()<>,]')
+_SCAN = re.compile(r'["{}\[\]()<>,]')
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
+_AFTER_STRING = ",}]"
+
+
+def string_end(text: str, p: int) -> int | None:
+    """The index just past the string whose opening quote is at ``p`` (``None``: unterminated).
+
+    Paddle escapes only quotes, so the content holds no unescaped quote: the string ends at the
+    first one (``q``) if a separator follows it, else at the last ``\\"`` before ``q`` that a
+    separator follows (a raw backslash before the closing quote).  Linear, no regex stack."""
+    m = _UNESCAPED_QUOTE.search(text, p + 1)
+    q = m.start() if m is not None else len(text)
+    if q < len(text) and (q + 1 == len(text) or text[q + 1] in _AFTER_STRING):
+        return q + 1
+    k = text.rfind('\\"', p + 1, q)
+    while k >= 0:
+        if k + 2 == len(text) or text[k + 2] in _AFTER_STRING:
+            return k + 2
+        k = text.rfind('\\"', p + 1, k)
+    return None
+
+
 _BRACES = re.compile(r"[{}]")
 
 
@@ -200,9 +230,19 @@ def _split_general(text: str) -> list[str]:
     out = []
     start = 0
     depth = 0
-    for m in _SCAN.finditer(text):
+    pos = 0
+    search = _SCAN.search
+    while True:
+        m = search(text, pos)
+        if m is None:
+            break
         c = m.group()
-        if c[0] == '"':
+        pos = m.end()
+        if c == '"':
+            end = string_end(text, m.start())
+            if end is None:
+                break
+            pos = end
             continue
         if c in "{[(<":
             depth += 1

@@ -392,6 +392,41 @@ def attrs_misc():
 DIST_CASES = {"dist_with_regions"}
 
 
+# --------------------------------------------------------------------------
+# every dump form (issue 10): strings as Paddle prints them, several programs in one log
+@case
+def strings_raw():
+    """Names holding a quote, backslashes (one ending the name), a newline and a tab: Paddle
+    escapes only the quote, the rest is printed raw (so the op spans two lines)."""
+    import paddle
+
+    main, startup = _new_programs()
+    with paddle.static.program_guard(main, startup):
+        a = paddle.static.data("dir\\", [2], "float32")
+        b = paddle.static.data('say "hi\\"', [2], "float32")
+        c = paddle.static.data("two\nlines\tand tab", [2], "float32")
+        d = paddle.static.data("C:\\tmp\\n", [2], "float32")
+        paddle.add(paddle.add(a, b), paddle.add(c, d))
+    _write("strings_raw.ir", str(main))
+
+
+@case
+def glog_print_ir():
+    """What a log holds when an Executor runs with FLAGS_print_ir: the program before and after
+    lowering, each after a banner, the whole stdout as printed."""
+    import paddle
+
+    main, startup = _new_programs()
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("x", [2, 3], "float32")
+        y = paddle.nn.functional.relu(x * 2.0)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    import numpy as np
+
+    text = _run_and_capture(lambda: exe.run(main, feed={"x": np.ones([2, 3], "float32")}, fetch_list=[y]))
+    _write("glog_print_ir.log", text)
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--case":
         CASES[sys.argv[2]]()
@@ -414,7 +449,7 @@ def main():
             print(r.stderr[-2000:])
     sums = []
     for fn in sorted(os.listdir(OUT)):
-        if fn.endswith(".ir"):
+        if fn.endswith((".ir", ".log")):
             with open(os.path.join(OUT, fn), "rb") as f:
                 sums.append(f"{hashlib.sha256(f.read()).hexdigest()}  {fn}\n")
     _write("SHA256SUMS", "".join(sums))
