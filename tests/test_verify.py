@@ -279,3 +279,15 @@ def test_shard_verify_stage1_mlp_cases(path, stage):
     r = CliRunner().invoke(main, ["shard", str(path), "--stage", stage, "--verify", "-q", "-o", "/dev/null"])
     assert r.exit_code == 0, r.output
     assert "verify: EQUAL" in r.output
+
+
+def test_json_no_kernel_and_divergence(tmp_path):
+    serial, ranks = llama_texts("clip", "dp4")
+    ranks[3], line = _mutate(ranks[3], r'"pd_op\.softmax"', '"pd_op.softmax"', '"pd_op.softmax_v9"')
+    s, pattern = write_set(tmp_path, serial, ranks)
+    r = cli(s, "--ranks", pattern, "--json")
+    assert r.exit_code == 3
+    doc = json.loads(r.output)
+    nk = doc["main"]["no_kernel"]
+    assert doc["exit"] == 3 and doc["main"]["status"] == "no-kernel"
+    assert (nk["rank"], nk["op"], nk["line"]) == (3, "pd_op.softmax_v9", line) and nk["file"].endswith("main.r3.ir")

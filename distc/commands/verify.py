@@ -127,7 +127,11 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
             rtol: float, atol: float, as_json: bool) -> None:
     """Prove that the per-rank programs compute the serial (global-view) training step.
 
-    Exit 0 equal, 1 divergence (rank, op, file:line:col, errors), 3 an op without a kernel."""
+    SERIAL is the global-view program (before partition, or a one-reshard program); each rank's
+    program is read from PATTERN with {rank} replaced, for every rank of SERIAL's meshes.
+
+    Exit 0 equal, 1 divergence (rank, op, file:line:col, errors) or bad input (located),
+    2 usage, 3 an op without a kernel (which op, where)."""
     if (startup is None) != (startup_ranks is None):
         raise click.UsageError("--startup and --startup-ranks go together")
     with reporting():
