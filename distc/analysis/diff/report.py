@@ -107,6 +107,8 @@ def _rings_note(res: DiffResult) -> str:
 
 
 def _summary_lines(name_a: str, name_b: str, sa: dict, sb: dict) -> list[str]:
+    if os.path.basename(name_a) != os.path.basename(name_b):  # column heads: the file names
+        name_a, name_b = os.path.basename(name_a), os.path.basename(name_b)
     rank_a = f"rank {sa['rank']}" + ("" if sa["rank_from"] == "--rank" else f" ({sa['rank_from']})")
     rank_b = f"rank {sb['rank']}" + ("" if sb["rank_from"] == "--rank" else f" ({sb['rank_from']})")
     rows: list[tuple[str, str, str]] = [("", name_a, name_b), ("per rank", rank_a, rank_b),
