@@ -17,6 +17,7 @@ and :mod:`.x_via_replicate`) are placed relative to them and are suitable only w
 :func:`.extra_plan.paddle_problem` finds Paddle's lowering wrong or refused:
 
 ====  =========================  ====================================================
+  5   ``x_p_to_r``               before("p_to_r", 5): non-commuting partial types
  10   ``p_to_r``                 all-reduce
  20   ``p_to_r_cross_mesh``      send/recv to the other mesh, then all-reduce
  25   ``x_p_to_s``               before("p_to_s", 5): P(any)->S, uneven, any id order
@@ -33,6 +34,7 @@ and :mod:`.x_via_replicate`) are placed relative to them and are suitable only w
 100   ``nd_mesh``                one mesh dim at a time on 1-D sub-meshes
 110   ``nd_mesh_cross_mesh``     send/recv, then nd_mesh
 120   ``global_to_sub_mesh``     retype in place (or share_data_)
+125   ``x_sub_to_global``        before("sub_to_global_mesh", 5): S/P on the sub-mesh dim
 130   ``sub_to_global_mesh``     broadcast from the sub-mesh
 140   ``s_to_s``                 all-to-all
 150   ``x_via_replicate``        after("s_to_s", 10): meshes of different shapes
