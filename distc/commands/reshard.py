@@ -202,7 +202,7 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, cosh
     except DiagnosticError as e:
         raise click.BadParameter(e.message) from None
     for p in (*sp, *dp):
-        if p.kind == "P" and p.reduce in ("ANY", "ALL"):
+        if p.is_partial() and p.reduce in ("ANY", "ALL"):
             raise click.BadParameter(f"partial {p.reduce.lower()} is a boolean reduction distc does not "
                                      "lower (use sum, avg, max, min or prod)")
     return lambda: build_program(m_from, sp, m_to, dp, dims, dtype, coshard=coshard)

@@ -81,6 +81,16 @@ class ProcessMesh:
 EMPTY_MESH = ProcessMesh((), ())
 
 
+def merge_meshes(src: ProcessMesh, dst: ProcessMesh) -> ProcessMesh:
+    """The mesh of a ``dist_op.reshard`` (Paddle's ``MergeMeshes`` in ``ReshardOp::Build``): the
+    common mesh, else a 1-D mesh over the sorted union of both meshes' process ids -- also when
+    one mesh holds the other (a 2-D mesh and one of its rows merge to a 1-D mesh)."""
+    if src == dst:
+        return src
+    ids = tuple(sorted(set(src.process_ids) | set(dst.process_ids)))
+    return ProcessMesh((len(ids),), ids)
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     kind: str  # "S", "R" or "P"
@@ -109,9 +119,9 @@ class Placement:
 
     def short(self) -> str:
         """The short name the explorer and reports use: ``s1``, ``r``, ``p``, ``p:avg``."""
-        if self.kind == "S":
+        if self.is_shard():
             return f"s{self.dim}"
-        if self.kind == "P":
+        if self.is_partial():
             return "p" if self.reduce == "SUM" else f"p:{self.reduce.lower()}"
         return "r"
 
@@ -131,7 +141,10 @@ def Partial(reduce: str = "SUM") -> Placement:
 class TensorDistAttr:
     """A tensor's layout on a mesh.
 
-    ``partial`` holds ``(mesh_dim, reduce_type)`` pairs in the order they were written.
+    ``partial`` holds ``(mesh_dim, reduce_type)`` pairs in ascending mesh-dim order (canonical: so
+    ``==`` is the layout equality); the order to print them in (Paddle prints its partial-status
+    hash map's order, or the order the input wrote) is kept apart in ``partial_order`` (not
+    compared), set from the order the pairs are given in.  ``printed_partial`` applies it.
     ``form`` records how the attribute was spelt so it prints back the same way:
     ``"full"`` (mesh_shape, process_ids, dims_mappings), ``"nopids"`` (2024 F1 types: no
     process_ids) or ``"maping"`` (F1 op_dist_attr entries: ``dims_maping`` only).
@@ -146,10 +159,36 @@ class TensorDistAttr:
     # placements as printed, kept only where dims_mapping cannot say them (co-sharding one tensor
     # axis over several mesh dims: [Shard(dim=0), Shard(dim=0)] with dims_mappings [1,-1])
     given: tuple[Placement, ...] | None = None
+    # mesh dims of ``partial`` in print order, when that is not ascending
+    partial_order: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
     _memo: dict | None = field(default=None, init=False, compare=False, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        p = self.partial
+        if len(p) > 1:
+            canon = tuple(sorted(p))
+            if canon != p:
+                object.__setattr__(self, "partial", canon)
+                object.__setattr__(self, "partial_order", tuple(d for d, _ in p))
+            elif self.partial_order is not None and list(self.partial_order) == sorted(self.partial_order):
+                object.__setattr__(self, "partial_order", None)
 
     def __hash__(self) -> int:
         return _memo(self, "hash", lambda: hash((self.mesh, self.dims_mapping, self.partial, self.given)))
+
+    def paddle_equal(self, other: "TensorDistAttr") -> bool:
+        """Paddle's ``TensorDistAttribute ==``: mesh, dims mapping, partial status.  ``==`` also
+        tells co-sharded placements apart (``[Shard(0), Shard(0)]`` vs ``[Replicate(), Shard(0)]``
+        share a dims mapping); where co-sharding is absent the two agree."""
+        return self.mesh == other.mesh and self.dims_mapping == other.dims_mapping and self.partial == other.partial
+
+    @property
+    def printed_partial(self) -> tuple[tuple[int, str], ...]:
+        """``partial`` in the order it prints (and Paddle iterates its partial-status map)."""
+        if self.partial_order is None:
+            return self.partial
+        d = dict(self.partial)
+        return tuple((k, d[k]) for k in self.partial_order)
 
     @property
     def is_empty(self) -> bool:
@@ -189,9 +228,9 @@ class TensorDistAttr:
         dm = [-1] * ndim
         partial = []
         for md, p in enumerate(placements):
-            if p.kind == "S":
+            if p.is_shard():
                 dm[p.dim] = md
-            elif p.kind == "P":
+            elif p.is_partial():
                 partial.append((md, p.reduce))
         attr = TensorDistAttr(
             mesh,
@@ -211,7 +250,7 @@ class TensorDistAttr:
             raise TypeError(f"TensorDistAttr has no field(s) {sorted(unknown)}")
         g = kw.get
         return TensorDistAttr(g("mesh", self.mesh), g("dims_mapping", self.dims_mapping),  # type: ignore[arg-type]
-                              g("partial", self.partial), g("form", self.form),  # type: ignore[arg-type]
+                              g("partial", self.printed_partial), g("form", self.form),  # type: ignore[arg-type]
                               g("placements_shown", self.placements_shown), g("given", None))  # type: ignore[arg-type]
 
     def consistent(self, placements: tuple[Placement, ...]) -> bool:
@@ -222,7 +261,7 @@ class TensorDistAttr:
         for d, g in zip(derived, placements):
             if d == g:
                 continue
-            if d.kind == "R" and g.kind == "S" and 0 <= g.dim < len(self.dims_mapping) and self.dims_mapping[g.dim] >= 0:
+            if d.is_replicate() and g.is_shard() and 0 <= g.dim < len(self.dims_mapping) and self.dims_mapping[g.dim] >= 0:
                 continue
             return False
         return True
@@ -266,7 +305,7 @@ class TensorDistAttr:
         parts.append(f"dims_mappings:[{_ints(self.dims_mapping)}]")
         text = ",".join(parts)
         if self.partial:
-            text += ", " + ",".join(f"partial({d},{r})" for d, r in self.partial)
+            text += ", " + ",".join(f"partial({d},{r})" for d, r in self.printed_partial)
         if show and not self.is_empty:
             text += ", placements:[" + ", ".join(str(p) for p in self.placements) + "]"
         return text
@@ -375,7 +414,7 @@ _OP_FMT: dict = {}
 def _spelling(e) -> tuple:
     if isinstance(e, VecDistAttr):
         return tuple(_spelling(x) for x in e.items)
-    return (e.form, e.placements_shown, e.given)
+    return (e.form, e.placements_shown, e.given, e.partial_order)
 
 
 def _memo(obj, key, compute):

@@ -32,7 +32,7 @@ from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .sharding_util import (Cursor, chunk_id_of, dist_of, fail, make_reshard, op_role_attr, persistable,
-                            same_layout, stop_gradient)
+                            stop_gradient)
 
 # Paddle's partition_skip_op_list
 SKIP_OPS = {
@@ -96,14 +96,14 @@ class _Partitioner:
             pd = dist_of(prev)
             if prev is None or pd is None or not isinstance(want, TensorDistAttr) or want.is_empty:
                 continue
-            if same_layout(want, pd) or not persistable(prev):
+            if want == pd or not persistable(prev):
                 continue
             # reshard the input
             rv = self._reshard(Cursor.before(op), prev, want, op)
             op.set_operand(in_idx, rv)
             result = op.results[out_idx]
             want_out = d.results[out_idx]
-            if not isinstance(want_out, TensorDistAttr) or not same_layout(want, want_out):
+            if not isinstance(want_out, TensorDistAttr) or want != want_out:
                 raise fail(op, f"in-place result {out_idx} of '{op.name}' is expected as {want_out} but "
                                f"its operand {in_idx} as {want}; they must agree")
             rt = result.type
@@ -116,10 +116,10 @@ class _Partitioner:
             rv1 = self._reshard(cur, result, pd, op)
             assign = self._assign_out(op, rv1, prev)
             cur.insert(assign)
-            if same_layout(old, want_out):
+            if old == want_out:
                 continue
             rv2 = rv1
-            if not same_layout(old, dist_of(rv1)):
+            if old != dist_of(rv1):
                 rv2 = self._reshard(cur, result, old, op)
             result.replace_all_uses_with(rv1)
             assert rv1.owner is not None and rv2.owner is not None
@@ -167,14 +167,14 @@ class _Partitioner:
 
     def _single(self, op: Operation, prev: Value, want: TensorDistAttr) -> Value:
         pd = dist_of(prev)
-        if pd is None or same_layout(pd, want):
+        if pd is None or pd == want:
             return prev
         po = prev.owner
         if po is not None and po.name == ops.RESHARD:
             src = po.operand(0)
             sd, rd = dist_of(src), dist_of(po.results[0])
             if src is not None and sd is not None and rd is not None and sd.mesh.ndim == rd.mesh.ndim:
-                if same_layout(sd, want):
+                if sd == want:
                     return src
                 return self._reshard(Cursor.before(op), src, want, op)
         return self._reshard(Cursor.before(op), prev, want, op)
@@ -209,7 +209,7 @@ class _Partitioner:
             if not isinstance(want, TensorDistAttr) or want.is_empty:
                 continue
             t = r.type
-            if not isinstance(t, DistTensorType) or same_layout(t.dist, want):
+            if not isinstance(t, DistTensorType) or t.dist == want:
                 continue
             old = t.dist
             r.type = t.with_dist(self.mk.restyle(want))  # type: ignore[arg-type]

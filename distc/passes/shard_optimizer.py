@@ -38,7 +38,7 @@ from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map: re-e
 from .base import ModulePass, PassContext, register
 from .zero3 import local_state_shapes, shard_parameters
 from .zero_clip import detect_amp, reshard_grads_before_clip
-from .sharding_util import Cursor, dist_of, fail, make_reshard, op_role_attr, same_layout
+from .sharding_util import Cursor, dist_of, fail, make_reshard, op_role_attr
 
 
 # ------------------------------------------------------------------------------ placements
@@ -49,7 +49,7 @@ def placements_with_sharding(param: TensorDistAttr, ndim: int, axis: int,
     pl = list(param.placements)
     shard_axis = -1
     for p in pl:
-        if p.kind == "S":
+        if p.is_shard():
             if shard_axis != -1:
                 raise fail(op, "a parameter sharded on two tensor axes cannot be sharded again by "
                                "the sharding strategy (Paddle: \"The parameter can't be shard twice\")")
@@ -261,7 +261,7 @@ class ShardOptimizerPass(ModulePass):
         if axis >= pd.mesh.ndim:
             raise fail(op, f"sharding mesh dim {axis} does not exist on the {pd.mesh.ndim}-D mesh of "
                            f"parameter '{pname}'")
-        if pd.placements[axis].kind != "R":
+        if not pd.placements[axis].is_replicate():
             raise fail(op, f"parameter '{pname}' is {pd.placements[axis]} on sharding mesh dim {axis}; "
                            f"Paddle requires Replicate there (\"The placement on sharding_axis should be "
                            f"Replicate\")")
@@ -303,7 +303,7 @@ class ShardOptimizerPass(ModulePass):
             pd, pt = dist_of(p), p.type if p is not None else None
             if pd is None or not isinstance(pt, DistTensorType) or pt.rank == 0 or pt.shape[0] == 1:
                 continue
-            if axis >= pd.mesh.ndim or pd.placements[axis].kind != "R":
+            if axis >= pd.mesh.ndim or not pd.placements[axis].is_replicate():
                 continue
             gi = next((i for i, (role, _) in enumerate(sig.operands) if role == GRAD), None)
             if gi is None:
@@ -339,7 +339,7 @@ class ShardOptimizerPass(ModulePass):
             if owner.dist_attr != new_d:
                 owner.dist_attr = new_d
             return
-        if same_layout(t.dist, attr):
+        if t.dist == attr:
             return
         r = make_reshard(mk, v, attr, op_role_attr(op))
         Cursor.before(op).insert(r)
@@ -352,8 +352,8 @@ def _paddle_axis(params: list[tuple[Operation, TensorDistAttr]]) -> int:
     axis = 0
     for _, pd in params:
         pl = pd.placements
-        if axis < len(pl) and pl[axis].kind != "R":
+        if axis < len(pl) and not pl[axis].is_replicate():
             for dim, p in enumerate(pl):
-                if p.kind == "R":
+                if p.is_replicate():
                     axis = dim
     return axis

@@ -31,7 +31,7 @@ from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import REGISTRY, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
-from .sharding_util import Cursor, fail, make_reshard, persistable, same_layout, set_persistable
+from .sharding_util import Cursor, fail, make_reshard, persistable, set_persistable
 
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
@@ -76,7 +76,7 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
         if src is None:
             continue
         st = src.type
-        if is_param and isinstance(st, DistTensorType) and same_layout(st.dist, t.dist):
+        if is_param and isinstance(st, DistTensorType) and st.dist == t.dist:
             continue  # already initialised in the main program's layout
         if not isinstance(st, (DistTensorType, DenseTensorType)) or tuple(st.shape) != tuple(t.shape):
             raise fail(op, f"startup value '{name}' has type {st}, but the main program reads it as "

@@ -8,7 +8,7 @@ from ..dialects import ops
 from ..ir import attrs as A
 from ..ir.builder import Maker, Inserter
 from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
-from ..ir.dist import ProcessMesh, TensorDistAttr
+from ..ir.dist import TensorDistAttr, merge_meshes
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 
@@ -81,14 +81,6 @@ def dist_of(v: Value | None) -> TensorDistAttr | None:
     return t.dist if isinstance(t, DistTensorType) else None
 
 
-def same_layout(a: TensorDistAttr | None, b: TensorDistAttr | None) -> bool:
-    """Dist-attr equality as Paddle means it (mesh, dims mapping, partial set; not print form)."""
-    if a is None or b is None:
-        return a is b
-    return (a.mesh == b.mesh and a.dims_mapping == b.dims_mapping
-            and sorted(a.partial) == sorted(b.partial))
-
-
 def op_role_attr(op: Operation):
     return op.attr("op_role")
 
@@ -101,19 +93,6 @@ def chunk_id_of(op: Operation) -> int:
 
 
 # ------------------------------------------------------------------------------ reshard ops
-def reshard_mesh(src: ProcessMesh, dst: ProcessMesh) -> ProcessMesh:
-    """The op mesh of a ``dist_op.reshard``: the common mesh, or the union of both meshes."""
-    if src == dst:
-        return src
-    s, d = set(src.process_ids), set(dst.process_ids)
-    if d <= s:
-        return src
-    if s <= d:
-        return dst
-    ids = tuple(sorted(s | d))
-    return ProcessMesh((len(ids),), ids)
-
-
 def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Operation:
     """``dist_op.reshard(src) -> dst`` (not inserted).  ``role`` is the op_role attribute to
     carry (Paddle builds reshards under ``pir_op_role_guard`` of the op they serve)."""
@@ -122,7 +101,7 @@ def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Opera
         raise fail(None, f"cannot reshard a value of non-distributed type {st}")
     dst = mk.restyle(dst)  # type: ignore[assignment]
     attrs: dict = {
-        "op_dist_attr": mk.op_dist(reshard_mesh(st.dist.mesh, dst.mesh), [st.dist], [dst]),
+        "op_dist_attr": mk.op_dist(merge_meshes(st.dist.mesh, dst.mesh), [st.dist], [dst]),
         "stop_gradient": mk.bools([stop_gradient(src)]),
     }
     if role is not None:

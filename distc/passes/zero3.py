@@ -52,7 +52,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         name = owner.attr("parameter_name") or owner.attr("name")
         pname = str(getattr(name, "value", name)) if name is not None else f"%{p.name}"
         changed.append(pname)
-        other = [p_ for md, p_ in enumerate(before.placements) if p_.kind == "S"]
+        other = [p_ for md, p_ in enumerate(before.placements) if p_.is_shard()]
         if other:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} is {_pl(before)}: another mesh dim already "
                              f"shards tensor axis {other[0].dim}; distc shards axis "

@@ -77,7 +77,7 @@ def shard_index(dist: TensorDistAttr, shape: tuple[int, ...], rank: int) -> tupl
     c = _coords(dist.mesh, rank)
     bounds = [(0, n) for n in shape]
     for md, pl in enumerate(dist.placements):
-        if pl.kind != "S":
+        if not pl.is_shard():
             continue
         lo, hi = bounds[pl.dim]
         a, b = split_bounds(hi - lo, dist.mesh.shape[md], c[md])

@@ -16,11 +16,6 @@ from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
 
 
-def _same_layout(a: TensorDistAttr, b: TensorDistAttr) -> bool:
-    return a.mesh.shape == b.mesh.shape and a.mesh.process_ids == b.mesh.process_ids and \
-        a.dims_mapping == b.dims_mapping and sorted(a.partial) == sorted(b.partial)
-
-
 def layout_name(d: TensorDistAttr) -> str:
     """``[s0, r] on mesh [2,2] ids [0,1,2,3]`` style text for reports."""
     pl = ", ".join(p.short() for p in d.placements)
@@ -36,7 +31,7 @@ def final_value(prog: Program, rank: int, values: Mapping, dst: TensorDistAttr |
         for r in op.results:
             if r.uses or dict.get(values, r, ABSENT) is ABSENT or not isinstance(dict.get(values, r), np.ndarray):
                 continue
-            if dst is not None and isinstance(r.type, DistTensorType) and _same_layout(r.type.dist, dst):
+            if dst is not None and isinstance(r.type, DistTensorType) and r.type.dist.paddle_equal(dst):
                 return r
             if fallback is None:
                 fallback = r
@@ -153,7 +148,7 @@ def verify_reshard(programs_by_rank: Mapping[int, Program], *, dst: TensorDistAt
         if v is None:
             report.problems.append(f"rank {r}: no result value")
             continue
-        if not (isinstance(v.type, DistTensorType) and _same_layout(v.type.dist, dst)):
+        if not (isinstance(v.type, DistTensorType) and v.type.dist.paddle_equal(dst)):
             report.notes.setdefault(r, []).append(f"the final value's type is {v.type}, not the destination layout")
         pieces[r] = res[r].get_value(v)
         report.checked.append(r)

@@ -337,8 +337,8 @@ class ReshardContext:
         t = x.type
         shape = tuple(t.shape[p] for p in perm)
         out = spmd.even_only(out, shape, d.mesh.shape)
-        rin = self.tattr(d.mesh, req, d.partial)
-        rout = self.tattr(d.mesh, out, d.partial)
+        rin = self.tattr(d.mesh, req, d.printed_partial)
+        rout = self.tattr(d.mesh, out, d.printed_partial)
         op = self.insert(ops.TRANSPOSE, [x], [self.dist_type(shape, t.dtype, rout)],
                          {"perm": self.maker.i32s(list(perm))}, self.op_attr(d.mesh, [rin], [rout]))
         return op.result
@@ -357,8 +357,8 @@ class ReshardContext:
         d = self.dist(x)
         req, out = spmd.reshape(d.dims_mapping, x.type.shape, list(shape), d.mesh.shape)
         out = spmd.even_only(out, shape, d.mesh.shape)
-        rin = self.tattr(d.mesh, req, d.partial)
-        rout = self.tattr(d.mesh, out, d.partial)
+        rin = self.tattr(d.mesh, req, d.printed_partial)
+        rout = self.tattr(d.mesh, out, d.printed_partial)
         op = self.insert(ops.RESHAPE, [x, s], [self.dist_type(shape, x.type.dtype, rout)], {},
                          self.op_attr(d.mesh, [rin, s.type.dist], [rout]))
         return op.result
@@ -425,7 +425,7 @@ class ReshardContext:
         dms = [e.dist.dims_mapping for e in elems]
         req, out = spmd.concat(dms, axis)
         first = elems[0].dist
-        rins = VecDistAttr(tuple(self.tattr(e.dist.mesh, r, e.dist.partial) for e, r in zip(elems, req)))
+        rins = VecDistAttr(tuple(self.tattr(e.dist.mesh, r, e.dist.printed_partial) for e, r in zip(elems, req)))
         shape = list(elems[0].shape)
         shape[axis] = sum(e.shape[axis] for e in elems)
         rout = self.tattr(first.mesh, spmd.even_only(out, shape, first.mesh.shape))

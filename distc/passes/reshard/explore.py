@@ -58,11 +58,11 @@ def layout(mesh: ProcessMesh, placements: Sequence[Placement], ndim: int, keep_g
     dm = [-1] * ndim
     partial = []
     for md, p in enumerate(placements):
-        if p.kind == "S":
+        if p.is_shard():
             if not 0 <= p.dim < ndim:
                 raise DiagnosticError(f"Shard(dim={p.dim}) of a {ndim}-D tensor")
             dm[p.dim] = md
-        elif p.kind == "P":
+        elif p.is_partial():
             partial.append((md, p.reduce))
     attr = TensorDistAttr(mesh, tuple(dm), ordered_partial(partial), placements_shown=True)
     if keep_given and attr.derived_placements() != tuple(placements):

@@ -257,7 +257,7 @@ class Lowerer(PieceOps):
         # the rounds below may then touch one partial dim while others stay.  With other mixes
         # ("safe" mode) every partial dim of the source is reduced (lowest first) and the
         # destination's are made afresh, highest first, which is valid for any mix.
-        types = {p.reduce for p in (*self.src.placements, *dst) if p.kind == "P"}
+        types = {p.reduce for p in (*self.src.placements, *dst) if p.is_partial()}
         safe = len(types) > 1 and not types <= {"SUM", "AVG"}
         if safe:
             self.did.append("mixed partial reduce types: every partial dim is reduced, then rebuilt")
@@ -270,9 +270,9 @@ class Lowerer(PieceOps):
         # 1. shards that change, the innermost mesh dim first
         for k in range(nd - 1, -1, -1):
             a, b = self.cur[k], dst[k]
-            if a.kind != "S" or (a == b and a.dim not in redo):
+            if not a.is_shard() or (a == b and a.dim not in redo):
                 continue
-            if b.kind == "P" and not safe and a.dim not in redo:
+            if b.is_partial() and not safe and a.dim not in redo:
                 self.s_to_p(k, a.dim, b.reduce)
                 how = ("local pad, no communication" if b.reduce in ("SUM", "AVG", "PRODUCT")
                        else "all_gather, then keep")
@@ -283,13 +283,13 @@ class Lowerer(PieceOps):
         # 2. partial dims that change (all of them in safe mode), the lowest mesh dim first
         for k in range(nd):
             a, b = self.cur[k], dst[k]
-            if a.kind != "P" or (a == b and not safe):
+            if not a.is_partial() or (a == b and not safe):
                 continue
-            if b.kind == "S" and b.dim not in redo:
+            if b.is_shard() and b.dim not in redo:
                 self.p_to_s(k, a.reduce, b.dim)
                 how = "reduce_scatter" if a.reduce in ("SUM", "AVG") else "all_reduce + slice"
                 self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: {how}")
-            elif b.kind == "P" and not safe:
+            elif b.is_partial() and not safe:
                 self.p_to_p(k, a.reduce, b.reduce)
                 local = {a.reduce, b.reduce} == {"SUM", "AVG"}
                 self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: "
@@ -300,7 +300,7 @@ class Lowerer(PieceOps):
         # 3. new partial dims, the highest mesh dim first
         for k in range(nd - 1, -1, -1):
             a, b = self.cur[k], dst[k]
-            if a.kind == "R" and b.kind == "P":
+            if a.is_replicate() and b.is_partial():
                 self.r_to_p(k, b.reduce)
                 self.did.append(f"R->{pl_text(b)} on mesh dim {k}: the group's first process keeps the value")
         # 4. new shards: one slice per tensor axis (over all the mesh dims sharding it)
@@ -334,7 +334,7 @@ def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, fun
     if not same_mesh(src, dst):
         raise ValueError("distc's extra lowering works on one mesh (cross-mesh copies are split off first)")
     for pl in (*src.placements, *dst.placements):
-        if pl.kind == "P" and pl.reduce not in REDUCE_OK:
+        if pl.is_partial() and pl.reduce not in REDUCE_OK:
             line, col = ctx.op.loc or (None, None)
             raise DiagnosticError(
                 f"no lowering from {describe(src)} to {describe(dst)}: partial reduce type {pl.reduce} "

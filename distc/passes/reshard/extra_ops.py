@@ -39,13 +39,13 @@ class PieceOps:
         """A dist type whose local shape on this rank is ``local`` (intermediate values)."""
         g = list(local)
         for k, pl in enumerate(attr.placements):
-            if pl.kind == "S":
+            if pl.is_shard():
                 g[pl.dim] *= self.mesh.shape[k]
         return self.ctx.dist_type(g, self.dtype, attr)
 
     def dims_of(self, placements, axis: int) -> list[int]:
         """The mesh dims sharding ``axis``, outermost (lowest) first."""
-        return [k for k, pl in enumerate(placements) if pl.kind == "S" and pl.dim == axis]
+        return [k for k, pl in enumerate(placements) if pl.is_shard() and pl.dim == axis]
 
     def bounds(self, dims, axis: int) -> tuple[int, int]:
         """This rank's range of ``axis`` split over mesh ``dims`` in turn (nested, Paddle's
@@ -135,5 +135,5 @@ class PieceOps:
     def attr_perm(self, attr: TensorDistAttr, perm) -> TensorDistAttr:
         if perm is None:
             return attr
-        return self.ctx.tattr(attr.mesh, [attr.dims_mapping[i] for i in perm], attr.partial)
+        return self.ctx.tattr(attr.mesh, [attr.dims_mapping[i] for i in perm], attr.printed_partial)
 

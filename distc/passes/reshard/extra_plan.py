@@ -30,9 +30,9 @@ class Step:
 
 
 def pl_text(p: Placement) -> str:
-    if p.kind == "S":
+    if p.is_shard():
         return f"S({p.dim})"
-    if p.kind == "P":
+    if p.is_partial():
         return f"P({p.reduce.lower()})"
     return "R"
 
@@ -96,28 +96,28 @@ def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | No
     for st in steps(src, dst):
         a, b, k = st.src, st.dst, st.dim
         p = mesh.shape[k]
-        if a.kind == "S" and b.kind == "P" and nd == 1:
+        if a.is_shard() and b.is_partial() and nd == 1:
             return "Paddle has no S->P lowering on a 1-D mesh"
-        if a.kind == "P" and b.kind == "P":
+        if a.is_partial() and b.is_partial():
             return "Paddle has no P->P lowering for another reduce type"
-        if a.kind == "P" and b.kind == "S":
+        if a.is_partial() and b.is_shard():
             if a.reduce != "SUM":
                 return f"Paddle's p_to_s only supports SUM, not {a.reduce}"
             if _uneven(shape[b.dim], p):
                 return "Paddle's uneven p_to_s cuts the padding with global-frame split sections"
             if not _sorted_along(mesh, k):
                 return "Paddle's reduce_scatter assumes ascending process ids"
-        if a.kind == "S" and b.kind != "R" and (_uneven(shape[a.dim], p) or (b.kind == "S" and _uneven(shape[b.dim], p))):
+        if a.is_shard() and not b.is_replicate() and (_uneven(shape[a.dim], p) or (b.is_shard() and _uneven(shape[b.dim], p))):
             return "Paddle fails on uneven S->R / S->S"
-        if a.kind == "S" and b.kind == "R" and _uneven(shape[a.dim], p):
+        if a.is_shard() and b.is_replicate() and _uneven(shape[a.dim], p):
             return "Paddle fails on uneven S->R / S->S"
-        if a.kind == "S" and not _sorted_along(mesh, k):
+        if a.is_shard() and not _sorted_along(mesh, k):
             return "Paddle's all_gather / all_to_all assume ascending process ids"
-        if nd == 1 and a.kind == "S" and b.kind == "S" and a.dim != 0 and b.dim != 0:
+        if nd == 1 and a.is_shard() and b.is_shard() and a.dim != 0 and b.dim != 0:
             # its reshapes assume one of the axes is 0 (not in Paddle's oracle; the simulator
             # finds distc's faithful copy of Paddle's s_to_s scrambling the pieces)
             return "Paddle's s_to_s mixes up the pieces when neither shard axis is 0"
-        if b.kind == "P" and a.kind in ("R", "S") and b.reduce not in ("SUM", "AVG", "MAX"):
+        if b.is_partial() and (a.is_replicate() or a.is_shard()) and b.reduce not in ("SUM", "AVG", "MAX"):
             return f"Paddle's r_to_p does not support {b.reduce}"
     # R->P on groups without global rank 0, zeros of the global shape, and the shards an N-d
     # r_to_p skips are fixed inside distc's copies of Paddle's r_to_p / nd_mesh themselves (they
@@ -131,11 +131,11 @@ def _mixed_partial_order(sp, dp) -> str | None:
     nd_mesh reduces a changing partial dim while a lower one of another type stays partial, which
     reduces in the other order."""
     for k, (a, b) in enumerate(zip(sp, dp)):
-        if a.kind != "P" or a == b:
+        if not a.is_partial() or a == b:
             continue
         for j in range(k):
             c, d = sp[j], dp[j]
-            if c.kind == "P" and c == d and c.reduce != a.reduce and not {a.reduce, c.reduce} <= {"SUM", "AVG"}:
+            if c.is_partial() and c == d and c.reduce != a.reduce and not {a.reduce, c.reduce} <= {"SUM", "AVG"}:
                 return (f"Paddle reduces mesh dim {k} ({a.reduce}) while mesh dim {j} stays partial "
                         f"({c.reduce}): the other order")
     return None
@@ -163,7 +163,7 @@ def piece_shape(attr: TensorDistAttr, shape, rank: int) -> tuple[int, ...]:
     coord = attr.mesh.coord(rank)
     out = []
     for axis, n in enumerate(shape):
-        dims = [k for k, p in enumerate(attr.placements) if p.kind == "S" and p.dim == axis]
+        dims = [k for k, p in enumerate(attr.placements) if p.is_shard() and p.dim == axis]
         lo, hi = nested_bounds(n, attr.mesh, coord, dims)
         out.append(hi - lo)
     return tuple(out)

@@ -25,7 +25,7 @@ from ...dialects.collectives import Collective
 from .context import Decline, ReshardContext
 from .groups import RingAllocator
 from .replay import Replayer
-from .util import describe, mesh_text, same_attr
+from .util import describe, mesh_text
 
 RESHARD = ops.RESHARD
 
@@ -70,7 +70,7 @@ def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
         differ = a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()
         if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and differ:
             ctx = ReshardContext(prog, op, rank, rings)
-            mid = ctx.tattr(b.mesh, a.dims_mapping, a.partial)
+            mid = ctx.tattr(b.mesh, a.dims_mapping, a.printed_partial)
             if coshard and a.given is not None:
                 mid = mid.with_(given=a.given)
             v = ctx.reshard_v2(x, mid)
@@ -133,7 +133,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
     x = op.operand(0)
     src, dst = _attrs_of(op)
     r = op.results[0]
-    if same_attr(src, dst) and not (registry.coshard_on(paddle_only, disable) and src.placements != dst.placements):
+    if src.paddle_equal(dst) and not (registry.coshard_on(paddle_only, disable) and src.placements != dst.placements):
         # (Paddle's equality ignores printed placements; with co-sharding on, [R,S0] -> [S0,S0] is a change)
         r.replace_all_uses_with(x)
         op.erase()

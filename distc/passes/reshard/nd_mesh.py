@@ -13,7 +13,7 @@ the ring ids.
 from __future__ import annotations
 
 from .registry import ReshardFunction, reshard_function
-from .util import is_partial, same_attr, split_mesh, sub_mesh_1d
+from .util import is_partial, split_mesh, sub_mesh_1d
 
 
 def first_diff_axis(src, dst) -> int:
@@ -26,7 +26,7 @@ def first_diff_axis(src, dst) -> int:
 @reshard_function(priority=100, name="nd_mesh", paddle=True)
 class NdMesh(ReshardFunction):
     def is_suitable(self, src, dst, shape):
-        return src.mesh == dst.mesh and dst.mesh.ndim > 1 and not same_attr(src, dst)
+        return src.mesh == dst.mesh and dst.mesh.ndim > 1 and not src.paddle_equal(dst)
 
     def refuses(self, src, dst, shape):
         """Where Paddle's step-by-step lowering raises, in the order of its steps."""
@@ -44,8 +44,8 @@ class NdMesh(ReshardFunction):
                 if why:
                     return why
                 dm[i] = -1
-        out_partial = dict(dst.partial)
-        for pdim, ptype in src.partial:  # 2. P -> R / P -> S
+        out_partial = dict(dst.printed_partial)
+        for pdim, ptype in src.printed_partial:  # 2. P -> R / P -> S
             if pdim in out_partial:
                 if out_partial[pdim] != ptype:
                     return (f"Reshard tensor from one partial type {ptype} to another partial "
@@ -57,8 +57,8 @@ class NdMesh(ReshardFunction):
                     return why
                 if shape[list(dst.dims_mapping).index(pdim)] % mesh.shape[pdim]:
                     return UNEVEN_ON_SUB_MESH
-        in_partial = dict(src.partial)
-        for pdim, ptype in dst.partial:  # 3. R -> P
+        in_partial = dict(src.printed_partial)
+        for pdim, ptype in dst.printed_partial:  # 3. R -> P
             if pdim not in in_partial:
                 why = r_to_p_refusal(ptype)
                 if why:
@@ -83,7 +83,7 @@ class NdMesh(ReshardFunction):
                 continue
             dm = list(src.dims_mapping)
             dm[i] = -1
-            tmp = ctx.tattr(src.mesh, dm, src.partial)
+            tmp = ctx.tattr(src.mesh, dm, src.printed_partial)
             tmp_type = ctx.cvt(value, tmp)
             for sm in split_mesh(mesh, m_in):
                 ctx.ring(sorted(sm.process_ids))
@@ -97,12 +97,12 @@ class NdMesh(ReshardFunction):
 
         # 2. partial dims -> replicated (or sharded, when the destination shards over that dim)
         if is_partial(src):
-            out_partial = dict(dst.partial)
-            for pdim, ptype in list(src.partial):
+            out_partial = dict(dst.printed_partial)
+            for pdim, ptype in list(src.printed_partial):
                 if pdim in out_partial:
                     continue
                 p_to_s = pdim in dst.dims_mapping
-                partial = dict(src.partial)
+                partial = dict(src.printed_partial)
                 partial.pop(pdim)
                 dm = list(src.dims_mapping)
                 if p_to_s:
@@ -126,8 +126,8 @@ class NdMesh(ReshardFunction):
 
         # 3. replicated -> partial
         if is_partial(dst):
-            in_partial = dict(src.partial)
-            for pdim, ptype in list(dst.partial):
+            in_partial = dict(src.printed_partial)
+            for pdim, ptype in list(dst.printed_partial):
                 if pdim in in_partial:
                     continue
                 sub = sub_mesh_1d(mesh, pdim, ctx.rank)
@@ -151,7 +151,7 @@ class NdMesh(ReshardFunction):
                 continue
             dm = list(src.dims_mapping)
             dm[i] = m_out
-            tmp = ctx.tattr(src.mesh, dm, src.partial)
+            tmp = ctx.tattr(src.mesh, dm, src.printed_partial)
             tmp_type = ctx.cvt(value, tmp)
             sub = sub_mesh_1d(mesh, m_out, ctx.rank)
             a = ctx.tattr(sub, [-1] * nd)
@@ -167,7 +167,7 @@ class NdMesh(ReshardFunction):
 class NdMeshCrossMesh(ReshardFunction):
     def is_suitable(self, src, dst, shape):
         return (src.mesh != dst.mesh and src.mesh.shape == dst.mesh.shape and dst.mesh.ndim > 1
-                and not same_attr(src, dst))
+                and not src.paddle_equal(dst))
 
     def refuses(self, src, dst, shape):
         from .same_status import SAME_STATUS

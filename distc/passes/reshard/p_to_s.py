@@ -33,12 +33,12 @@ class PToS(ReshardFunction):
             dm = list(dst.dims_mapping)
             dm[split_axis] = -1
             dm[0] = 0
-            dst = ctx.tattr(dst.mesh, dm, dst.partial)
+            dst = ctx.tattr(dst.mesh, dm, dst.printed_partial)
         if balanced:
             gd = dst_type.dist
             gdm = list(gd.dims_mapping)
             gdm[0], gdm[split_axis] = gdm[split_axis], gdm[0]
-            rs_type = ctx.cvt(value, ctx.tattr(gd.mesh, gdm, gd.partial))
+            rs_type = ctx.cvt(value, ctx.tattr(gd.mesh, gdm, gd.printed_partial))
             out = ctx.reduce_scatter(value, sorted(src.mesh.process_ids), n)
             ctx.retype(out, rs_type)
             ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))

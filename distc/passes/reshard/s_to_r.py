@@ -27,7 +27,7 @@ class SToR(ReshardFunction):
         shape[0] *= p
         dm = list(d.dims_mapping)
         dm[split_axis] = -1
-        return ctx.dist_type(shape, value.type.dtype, ctx.tattr(d.mesh, dm, d.partial))
+        return ctx.dist_type(shape, value.type.dtype, ctx.tattr(d.mesh, dm, d.printed_partial))
 
     def refuses(self, src, dst, shape):
         return refusal(shape, next(i for i, m in enumerate(src.dims_mapping) if m != -1), src.mesh.size)
@@ -48,7 +48,7 @@ class SToR(ReshardFunction):
         chunk = ctx.chunk_id(value)
         ag = ctx.all_gather(value, sorted(mesh.process_ids), n)
         ctx.retype(ag, self.allgather_type(ctx, value, split_axis))
-        new_dst = ctx.tattr(dst.mesh, [-1] * len(dst.dims_mapping), dst.partial)
+        new_dst = ctx.tattr(dst.mesh, [-1] * len(dst.dims_mapping), dst.printed_partial)
         ctx.set_dist(ag, ctx.op_attr(mesh, [src], [new_dst], chunk))
         if split_axis == 0:
             return ag

@@ -52,7 +52,7 @@ class SameStatus(ReshardFunction):
     def copy_to(self, ctx, src, mesh, value):
         """The first step of Paddle's cross-mesh functions: the value, same placements, copied to
         ``mesh``.  Returns (its layout there, the copy)."""
-        tmp = ctx.tattr(mesh, src.dims_mapping, src.partial)
+        tmp = ctx.tattr(mesh, src.dims_mapping, src.printed_partial)
         return tmp, self.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
 
     @staticmethod

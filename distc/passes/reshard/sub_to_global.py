@@ -20,7 +20,7 @@ def _placements_equal(a, b) -> bool:
         if i < len(small):
             if small[i] != p:
                 return False
-        elif p.kind != "R":
+        elif not p.is_replicate():
             return False
     return True
 
@@ -54,7 +54,7 @@ class SubToGlobalMesh(ReshardFunction):
         elif me in other_ranks:
             tmp = ctx.full(dst_type.shape, 0, dst_type.dtype)
             zmesh = mesh_1d(other_ranks)
-            za = ctx.tattr(zmesh, dst.dims_mapping, dst.partial)
+            za = ctx.tattr(zmesh, dst.dims_mapping, dst.printed_partial)
             ctx.retype(tmp, ctx.cvt(dst_type, za))
             ctx.set_dist(tmp, ctx.op_attr(zmesh, [], [za]))
         else:

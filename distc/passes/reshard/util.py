@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...ir.dist import REDUCE_TYPES, ProcessMesh, TensorDistAttr, layout_name, mesh_text  # noqa: F401 (re-exported)
+from ...ir.dist import merge_meshes as merged_mesh  # noqa: F401 (re-exported: the one reshard-mesh rule)
 
 
 def is_shard(a: TensorDistAttr) -> bool:
@@ -18,12 +19,6 @@ def is_replicated(a: TensorDistAttr) -> bool:
     return not a.partial and all(m == -1 for m in a.dims_mapping)
 
 
-def same_attr(a: TensorDistAttr, b: TensorDistAttr) -> bool:
-    """Paddle's TensorDistAttribute equality: mesh, dims_mapping and partial status."""
-    return (a.mesh == b.mesh and tuple(a.dims_mapping) == tuple(b.dims_mapping)
-            and dict(a.partial) == dict(b.partial))
-
-
 def reduce_index(name: str) -> int:
     """Paddle's ReduceType enum value (kRedSum=0 ... kRedAll=6)."""
     return REDUCE_TYPES.index(name)
@@ -35,7 +30,7 @@ def reduce_enum(name: str) -> str:
 
 
 def partial_dict(a: TensorDistAttr) -> dict[int, str]:
-    return dict(a.partial)
+    return dict(a.printed_partial)
 
 
 def sorted_partial(p: dict[int, str]) -> tuple[tuple[int, str], ...]:
@@ -45,13 +40,6 @@ def sorted_partial(p: dict[int, str]) -> tuple[tuple[int, str], ...]:
 def mesh_1d(ids) -> ProcessMesh:
     ids = tuple(int(i) for i in ids)
     return ProcessMesh((len(ids),), ids)
-
-
-def merged_mesh(src: ProcessMesh, dst: ProcessMesh) -> ProcessMesh:
-    """The mesh of a ``dist_op.reshard``: the common mesh, else a 1-D mesh over the sorted union."""
-    if src == dst:
-        return src
-    return mesh_1d(sorted(set(src.process_ids) | set(dst.process_ids)))
 
 
 def sub_mesh_1d(mesh: ProcessMesh, dim: int, rank: int) -> ProcessMesh:

@@ -68,13 +68,13 @@ class Row:
 
 
 TABLE = (
-    Row("x_p_to_r", before("p_to_r", 5), lambda a, b: a.kind == "P" and b.kind == "R"),
-    Row("x_p_to_s", before("p_to_s", 5), lambda a, b: a.kind == "P" and b.kind == "S"),
-    Row("x_r_to_p", before("r_to_p", 5), lambda a, b: a.kind == "R" and b.kind == "P"),
-    Row("x_s_to_r", before("s_to_r", 5), lambda a, b: a.kind == "S" and b.kind == "R"),
-    Row("x_s_to_p", before("nd_mesh", 5), lambda a, b: a.kind == "S" and b.kind == "P"),
-    Row("x_p_to_p", before("nd_mesh", 4), lambda a, b: a.kind == "P" and b.kind == "P" and a.reduce != b.reduce),
-    Row("x_s_to_s", before("nd_mesh", 3), lambda a, b: a.kind == "S" and b.kind == "S"),
+    Row("x_p_to_r", before("p_to_r", 5), lambda a, b: a.is_partial() and b.is_replicate()),
+    Row("x_p_to_s", before("p_to_s", 5), lambda a, b: a.is_partial() and b.is_shard()),
+    Row("x_r_to_p", before("r_to_p", 5), lambda a, b: a.is_replicate() and b.is_partial()),
+    Row("x_s_to_r", before("s_to_r", 5), lambda a, b: a.is_shard() and b.is_replicate()),
+    Row("x_s_to_p", before("nd_mesh", 5), lambda a, b: a.is_shard() and b.is_partial()),
+    Row("x_p_to_p", before("nd_mesh", 4), lambda a, b: a.is_partial() and b.is_partial() and a.reduce != b.reduce),
+    Row("x_s_to_s", before("nd_mesh", 3), lambda a, b: a.is_shard() and b.is_shard()),
     Row("x_coshard", before("nd_mesh", 1), lambda a, b: True, always=True),
 )
 

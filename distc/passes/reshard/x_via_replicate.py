@@ -80,4 +80,4 @@ class SubToGlobalViaReplicate(ViaReplicate):
 
         d = sub_mesh_dim(dst.mesh, src.mesh)
         return (static(shape) and d != -1 and SubToGlobalMesh.is_suitable(self, src, dst, shape)
-                and dst.placements[d].kind != "R")
+                and not dst.placements[d].is_replicate())
