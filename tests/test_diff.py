@@ -223,3 +223,35 @@ def test_paddle_reshard_dumps_equal_distc_output_up_to_ring_ids():
         byte_equal += out == after
         same += diff_programs(parse(after, "after"), parse(out, "out")).equal
     assert len(pairs) == 594 and same == 594 and byte_equal < 400
+
+
+def test_several_programs_per_file_reshard_all_ranks_output_reads_back(tmp_path):
+    """reshard --all-ranks to stdout is a form distc reads back: one program per rank, each equal
+    to that rank's own output; diff compares such files program by program."""
+    from distc.syntax.parser import parse_programs
+
+    args = ["reshard", "--from", "s0,s1", "--to", "r,s0", "--mesh", "2,2", "--shape", "8x12", "-q"]
+    every = distc(*args, "--all-ranks").stdout
+    progs = parse_programs(every, "all.ir")
+    assert len(progs) == 4 and "".join(map(str, progs)) == every
+    for r, p in enumerate(progs):
+        own = parse(distc(*args, "--rank", r).stdout, f"r{r}.ir")
+        assert diff_programs(own, p).equal
+    a = write(tmp_path, "a.ir", every)
+    assert distc("fmt", a).stdout == every
+    r = distc("diff", a, write(tmp_path, "b.ir", every))
+    assert r.returncode == 0 and r.stdout.count("same program") == 4
+    lines = every.splitlines(keepends=True)
+    k = max(i for i, ln in enumerate(lines) if "nranks:2" in ln)  # in the last rank's program
+    lines[k] = lines[k].replace("nranks:2", "nranks:4")
+    r = distc("diff", a, write(tmp_path, "c.ir", "".join(lines)))
+    assert r.returncode == 1 and "program 4 of 4:\nchanged pd_op.all_gather" in r.stdout
+    assert "rank 3 (its banner)" in r.stdout
+    assert distc("diff", a, tmp_path / "c.ir", "--program", "3").returncode == 0
+    assert distc("diff", a, tmp_path / "c.ir", "--program", "4").returncode == 1
+    r = distc("diff", a, write(tmp_path, "d.ir", "".join(map(str, progs[:3]))), "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["programs"] == {"a": 4, "b": 3} and doc["equal"] is False and len(doc["reports"]) == 3
+    r = distc("diff", a, tmp_path / "c.ir", "--program", "5")
+    assert r.returncode == 2 and "--program 5: the file holds 4 program(s)" in r.stderr

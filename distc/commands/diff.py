@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..driver import err_console, load, reporting, write_output
+from ..driver import err_console, load, read_text, reporting, write_output
 from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
@@ -39,12 +39,15 @@ Examples:
               help="the rank the summary counts for (default: from a file name like main.r3.ir, "
                    "else the lowest rank of the first mesh)")
 @click.option("--no-summary", is_flag=True, help="no collectives/memory summary")
+@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
+              help="compare the K-th program of each file (files holding several, e.g. GLOG logs or "
+                   "reshard --all-ranks output; default: each program with the one in the same place)")
 @click.option("-q", "--quiet", is_flag=True, help="print nothing; only the exit status")
 def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...], as_json: bool,
-            rank: int | None, no_summary: bool, quiet: bool) -> None:
-    """Compare programs A and B op by op (- is stdin); exit 0 same, 1 different, 2 trouble."""
-    from ..analysis.diff import diff_programs, infer_rank, render_text, summary, to_json
+            rank: int | None, no_summary: bool, program: int | None, quiet: bool) -> None:
+    """Compare programs A and B op by op (- is stdin); exit 0 same, 1 different, 2 trouble.
 
+    Files holding several programs are compared program by program."""
     if file_a == "-" and file_b == "-":
         raise click.UsageError("only one of A and B can be stdin")
     if quiet and as_json:
@@ -53,28 +56,55 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
     try:
         with reporting():
             try:
-                prog_a, prog_b = load(file_a), load(file_b)
+                progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
             except DiagnosticError as e:
                 err_console().print(e.render(), markup=False)
                 sys.exit(2)
-            res = diff_programs(prog_a, prog_b, exact_rings=exact_rings, ignore_attrs=ignore)
-            if quiet:
-                finished = True
-                sys.exit(0 if res.equal else 1)
-            name_a = "<stdin>" if file_a == "-" else file_a
-            name_b = "<stdin>" if file_b == "-" else file_b
-            sums = None
-            if not no_summary and (as_json or not res.equal):  # text: no summary of equal programs
-                sums = (summary(prog_a, *infer_rank(prog_a, file_a, rank)),
-                        summary(prog_b, *infer_rank(prog_b, file_b, rank)))
-            if as_json:
-                text = json.dumps(to_json(res, name_a, name_b, sums), indent=1) + "\n"
-            else:
-                text = render_text(res, name_a, name_b, sums)
-            write_output(None, text)
+            equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
+                                   no_summary, quiet)
+            if not quiet:
+                write_output(None, text)
             finished = True
-            sys.exit(0 if res.equal else 1)
+            sys.exit(0 if equal else 1)
     except SystemExit as e:
         if e.code == 1 and not finished:  # reporting(): an output that cannot be written ...
             sys.exit(2)
         raise
+
+
+def _programs(path: str, program: int | None) -> list:
+    from ..syntax.parser import parse_programs
+
+    if program is not None:
+        return [load(path, program)]
+    return parse_programs(read_text(path), "<stdin>" if path == "-" else path)
+
+
+def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank, no_summary, quiet):
+    """(equal, report text) of every program of A against the one in the same place in B."""
+    from ..analysis.diff import diff_programs, infer_rank, render_text, summary, to_json
+
+    name_a = "<stdin>" if file_a == "-" else file_a
+    name_b = "<stdin>" if file_b == "-" else file_b
+    several = max(len(progs_a), len(progs_b)) > 1
+    docs, texts, equal = [], [], len(progs_a) == len(progs_b)
+    if not equal:
+        texts.append(f"{name_a} holds {len(progs_a)} programs, {name_b} holds {len(progs_b)}\n")
+    for k, (pa, pb) in enumerate(zip(progs_a, progs_b), 1):
+        res = diff_programs(pa, pb, exact_rings=exact_rings, ignore_attrs=ignore)
+        equal = equal and res.equal
+        if quiet:
+            continue
+        sums = None
+        if not no_summary and (as_json or not res.equal):  # text: no summary of equal programs
+            sums = (summary(pa, *infer_rank(pa, file_a, rank)), summary(pb, *infer_rank(pb, file_b, rank)))
+        if as_json:
+            docs.append(to_json(res, name_a, name_b, sums))
+        else:
+            texts.append((f"program {k} of {len(progs_a)}:\n" if several else "") + render_text(res, name_a, name_b, sums))
+    if as_json:
+        doc = docs[0] if not several and docs else {
+            "a": name_a, "b": name_b, "equal": equal, "programs": {"a": len(progs_a), "b": len(progs_b)},
+            "reports": docs}
+        return equal, json.dumps(doc, indent=1) + "\n"
+    return equal, "".join(texts)

@@ -13,14 +13,19 @@ from ..memory import optimizer_memory
 from .compare import DiffResult, OpDiff, short_type, vname
 
 _RANK_RE = re.compile(r"(?:^|[._\-])r(?:ank)?[_\-]?(\d+)(?=[._\-]|$)")
+_BANNER_RE = re.compile(r"^// -+ rank (\d+) -+$", re.M)
 SHOWN_ATTRS = ("ring_id", "nranks", "peer", "root", "name")
 
 
 def infer_rank(prog: Program, path: str | None, given: int | None) -> tuple[int, str]:
-    """The rank a per-rank file is for: ``--rank``, else a ``.rN.``/``rankN`` in the file name,
+    """The rank a per-rank file is for: ``--rank``, else a ``// ----- rank N -----`` banner before
+    the program (``reshard --all-ranks`` output), else a ``.rN.``/``rankN`` in the file name,
     else the lowest rank of the program's meshes (0 for a program without any)."""
     if given is not None:
         return given, "--rank"
+    m = _BANNER_RE.search(getattr(prog, "head", "") or "")
+    if m:  # a program of reshard --all-ranks output: '// ----- rank 3 -----'
+        return int(m.group(1)), "its banner"
     if path:
         m = _RANK_RE.search(os.path.basename(path))
         if m:
