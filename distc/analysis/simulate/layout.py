@@ -37,6 +37,8 @@ def _split_for_reduce(x: np.ndarray, p: int, rtype: str, rng: np.random.Generato
     if p == 1:
         return [x.copy()]
     shape = (p - 1,) + x.shape
+    if x.dtype == bool:  # a bool reduce is a logical one: sum/avg/max are "any", min/product "all"
+        rtype = "ALL" if rtype in ("MIN", "PRODUCT", "ALL") else "ANY"
     if rtype in ("SUM", "AVG"):
         target = x * p if rtype == "AVG" else x
         if x.dtype.kind in "iu":
@@ -153,6 +155,8 @@ def check_layout(pieces: Mapping[int, Any], global_value: np.ndarray, dist: Tens
     for ranks, got, want, bad_shape in layout_groups(pieces, global_value, dist):
         for r, s in bad_shape:
             problems.append(f"rank {r}: local shape {list(s)}, expected {list(want.shape)}")
+        if got is not None and want.dtype == bool:
+            got = np.asarray(got).astype(bool)
         if got is not None and not close(got, want, rtol, atol):
             what = "reduced value of ranks" if dist.partial else "value on rank"
             problems.append(f"{what} {ranks if dist.partial else ranks[0]} differs from the expected piece "

@@ -10,7 +10,7 @@ import numpy as np
 
 from .layout import check_layout
 from .scheduler import simulate_ranks
-from .values import ABSENT, SimulationError, attr
+from .values import ABSENT, SimulationError, attr, np_dtype
 from ...ir.core import Program, Value
 from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
@@ -70,22 +70,37 @@ class ReshardReport:
         return self.summary()
 
 
-def _reshard_attrs(prog: Program) -> tuple[TensorDistAttr | None, tuple[int, ...] | None, str | None]:
+def _reshard_attrs(prog: Program) -> tuple[TensorDistAttr | None, tuple[int, ...] | None, str | None, str]:
     src = None
     shape = None
     name = None
+    dtype = "float32"
     for op in prog.ops:
         if op.name == "pd_op.data" and name is None:
             name = attr(op, "name")
             t = op.results[0].type
             if hasattr(t, "shape"):
                 shape = tuple(t.shape)
+            dtype = str(getattr(t, "dtype", dtype))
         if op.name == "dist_op.shard_tensor" and src is None:
             t = op.results[0].type
             if isinstance(t, DistTensorType):
                 src = t.dist
                 shape = tuple(t.shape)
-    return src, shape, name
+    return src, shape, name, dtype
+
+
+def random_global(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
+    """The proof's global input, exact in ``dtype``: multiples of 1/8 of magnitude < 12 for
+    floats (exact down to bfloat16), integers in [-8, 8] for integer dtypes (an integer tensor
+    with fractions would be truncated when the rank reads it), True/False for bool."""
+    rng = np.random.default_rng([seed, 12345])
+    dt = np_dtype(dtype)
+    if dt.kind in "iu":
+        return rng.integers(-8, 9, size=shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    return np.round(rng.standard_normal(shape) * 8) / 8 + rng.integers(-3, 4, size=shape)
 
 
 def _infer_dst(programs: Mapping[int, Program]) -> TensorDistAttr | None:
@@ -118,7 +133,7 @@ def verify_reshard(programs_by_rank: Mapping[int, Program], *, dst: TensorDistAt
     """
     progs = dict(programs_by_rank)
     any_prog = progs[min(progs)]
-    src, shape, name = _reshard_attrs(any_prog)
+    src, shape, name, dtype = _reshard_attrs(any_prog)
     if dst is None and before is not None:
         for op in before.ops:
             if op.name == "dist_op.reshard" and isinstance(op.results[0].type, DistTensorType):
@@ -135,8 +150,7 @@ def verify_reshard(programs_by_rank: Mapping[int, Program], *, dst: TensorDistAt
         report.error = f"no lowered program for ranks {missing}"
         return report
     if global_value is None:
-        rng = np.random.default_rng([seed, 12345])
-        global_value = np.round(rng.standard_normal(shape) * 8) / 8 + rng.integers(-3, 4, size=shape)
+        global_value = random_global(shape, dtype, seed)
     try:
         res = simulate_ranks(progs, {name: global_value}, seed=seed, rings=rings, strict_rings=strict_rings)
     except SimulationError as e:
@@ -154,6 +168,6 @@ def verify_reshard(programs_by_rank: Mapping[int, Program], *, dst: TensorDistAt
         report.checked.append(r)
     report.notes.update({r: [*report.notes.get(r, []), *res[r].notes] for r in res if res[r].notes})
     if len(pieces) == len(dst.mesh.process_ids):
-        report.problems.extend(check_layout(pieces, np.asarray(global_value, dtype=np.float64), dst,
+        report.problems.extend(check_layout(pieces, np.asarray(global_value), dst,
                                             rtol=rtol, atol=atol))
     return report
