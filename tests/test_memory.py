@@ -17,11 +17,11 @@ from conftest import DATA
 MB = 1 << 20
 
 
-def peak_of_parse_and_print(text: str) -> int:
+def peak_of_parse_and_print(text: str, fast: bool = True) -> int:
     gc.collect()
     tracemalloc.start()
     try:
-        prog = distc.parse(text)
+        prog = distc.parse(text, fast=fast)
         out = str(prog)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -50,6 +50,15 @@ def test_pathological_string_under_10x(kind):
     distc.parse(one_string_program("warm up"))
     text = one_string_program(PATHOLOGICAL[kind])
     assert peak_of_parse_and_print(text) < 10 * len(text)
+
+
+@pytest.mark.parametrize("kind", ["plain", "backslashes", "quotes"])
+def test_pathological_string_under_10x_through_the_grammar(kind):
+    """The grammar (the path for forms the fast path does not read) backtracks only over quotes
+    that a separator follows, not once per character."""
+    distc.parse(one_string_program("warm up"), fast=False)
+    text = one_string_program(PATHOLOGICAL[kind][: 2 * MB])
+    assert peak_of_parse_and_print(text, fast=False) < 10 * len(text)
 
 
 def _largest_per_folder():
