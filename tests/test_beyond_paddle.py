@@ -34,7 +34,7 @@ def lower_all(mesh, sp, dst_mesh, dp, shape, *, paddle_only=False, enable=(), di
     for r in ranks:
         p = build_program(mesh, sp, dst_mesh, dp, shape)
         res = lower_program(p, r, paddle_only=paddle_only, enable=enable, disable=disable)
-        used.extend(s["function"] for s in res.steps)
+        used.extend(s.function for s in res.steps)
         notes.extend(res.notes)
         progs[r] = p
     return before, progs, used, notes
@@ -327,7 +327,7 @@ def test_x_coshard(case):
     progs, used = {}, []
     for r in mesh.process_ids:
         progs[r] = parse(text)
-        used += [s["function"] for s in lower_program(progs[r], r).steps]
+        used += [s.function for s in lower_program(progs[r], r).steps]
     rep = verify_reshard(progs, before=parse(text))
     assert rep.ok, f"{case} via {sorted(set(used))}:\n{rep}"
     assert used and all(u.startswith("x_") for u in used)  # x_coshard, or an earlier x_ function

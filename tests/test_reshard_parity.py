@@ -22,19 +22,13 @@ from distc.passes.reshard.util import describe
 from distc.syntax.diagnostics import DiagnosticError
 
 from conftest import DATA
+from irutil import normalize_rings
 
 CORPUS = DATA / "corpus/paddle-3.3.1/reshard"
 ORACLE = DATA / "oracle/reshard"
 GEN = DATA / "oracle/gen_reshard.py"
 
-_RING = re.compile(r"ring_id:(\(Int32\))?(\d+)")
-
-
-def canon_ring_ids(text: str) -> str:
-    """Rename ring ids in order of first appearance: two texts are equal after this iff they are
-    equal up to a consistent (bijective) renaming of ring ids."""
-    seen: dict[str, int] = {}
-    return _RING.sub(lambda m: f"ring_id:{m.group(1) or ''}R{seen.setdefault(m.group(2), len(seen))}", text)
+canon_ring_ids = normalize_rings  # the one ring-id normaliser (tests/irutil.py)
 
 
 def rank_of(name: str) -> int:
@@ -104,8 +98,8 @@ def test_default_mode_is_paddle_except_where_pinned(before):
     differs = canon_ring_ids(out) != canon_ring_ids(after)
     assert differs == (_id(before) in DEFAULT_DIFFERS)
     if differs:
-        taken = [s["function"] for s in res.steps if not s.get("paddle", True)]
-        fixed = [f for s in res.steps for f in s.get("fixed", [])]
+        taken = [s.function for s in res.steps if s.paddle is False]
+        fixed = [f for s in res.steps for f in s.fixed]
         assert taken or fixed, "differs from Paddle although Paddle's functions ran unchanged"
 
 

@@ -206,7 +206,7 @@ def test_extra_function_registration_and_refusal_fallthrough():
         p, res = lowered("s0", "p")
         assert calls == ["s_to_p"]  # matching decided: the refusing function inserted nothing
         assert names(p)[2:] == ["pd_op.assign"]
-        assert res.steps[0]["function"] == "test_s_to_p" and "not today" in res.steps[0]["tried"][0]
+        assert res.steps[0].function == "test_s_to_p" and "not today" in res.steps[0].tried[0]
         with pytest.raises(DiagnosticError):  # Paddle's functions only: still refused
             lowered("s0", "p", paddle_only=True)
     finally:

@@ -23,16 +23,13 @@ from distc.passes.shard_optimizer import OPTIMIZERS, inplace_map, optimizer_sig,
 from distc.syntax.diagnostics import DiagnosticError
 
 from conftest import DATA
+from irutil import normalize_rings
 
 STAGE1_DIRS = [DATA / "corpus/paddle-3.3.1/stage1", DATA / "oracle/stage1"]
 NAME = re.compile(r"^(?P<case>.+)\.(?P<stage>s[01])\.r(?P<rank>\d+)\.(?P<snap>[a-z_.]+)\.ir$")
 
 
-def canon(text: str) -> str:
-    """Ring ids renamed in order of first appearance (a consistent, bijective renaming)."""
-    m: dict[str, int] = {}
-    return re.sub(r"ring_id:(\(Int32\))?(\d+)",
-                  lambda g: f"ring_id:{g.group(1) or ''}R{m.setdefault(g.group(2), len(m))}", text)
+canon = normalize_rings  # the one ring-id normaliser (tests/irutil.py)
 
 
 def snapshots() -> dict[tuple[str, str, str, int], dict[str, object]]:

@@ -83,18 +83,18 @@ def _layout(d) -> str:
 
 def decisions(ctx) -> list[dict]:
     out = []
-    for s in ctx.stats.get("reshard_steps", []):
-        fn = s["function"]
-        out.append({"line": s["loc"][0] if s.get("loc") else None, "from": _layout(s["src"]),
-                    "to": _layout(s["dst"]), "function": fn,
-                    "origin": "paddle" if s.get("paddle") else ("distc" if fn[:1] != "(" else ""),
-                    "skipped": list(s.get("tried", [])),
-                    "inserted": [n.split(".", 1)[-1] for n in s.get("ops") or []]})
+    for s in ctx.stats.reshard_steps:
+        fn = s.function
+        out.append({"line": s.loc[0] if s.loc else None, "from": _layout(s.src),
+                    "to": _layout(s.dst), "function": fn,
+                    "origin": "paddle" if s.paddle else ("distc" if fn[:1] != "(" else ""),
+                    "skipped": list(s.tried),
+                    "inserted": [n.split(".", 1)[-1] for n in s.ops]})
     return out
 
 
 def _rings(ctx) -> list:
-    rings = ctx.stats.get("ring_allocator")
+    rings = ctx.stats.ring_allocator
     return list(rings.table()) if rings is not None and rings.groups else []
 
 

@@ -207,7 +207,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                     "saved": x["memory_before"] - x["memory_after"]} for r, x in results.items()},
                     [n for x in results.values() for n in x["notes"]])
             elif not quiet:
-                rank_summary(results, stage, sh.ctx.stats.get("sharding_axis"))
+                rank_summary(results, stage, sh.ctx.stats.sharding_axis)
             return
         assert rank is not None
         res = _lower(sh, rank, annotate_only, dense, verify_each)
@@ -221,7 +221,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             summary_json(sh, stage, {rank: _rank_json(sh, rank, res)}, res.notes, res.ran)
         elif not quiet:
             _summary(memory_of(sh.before, rank), memory_of(sh.after, rank), res.colls, stage,
-                     sh.ctx.stats.get("sharding_axis"), rank)
+                     sh.ctx.stats.sharding_axis, rank)
 
 
 def _rank_json(sh, rank: int, res) -> dict:
@@ -243,7 +243,7 @@ def summary_json(sh, stage: int, ranks: dict, notes: list[str], ran: list[str] =
     import json
     import sys
 
-    doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.get("sharding_axis"),
+    doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.sharding_axis,
            "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
            "ranks": {str(r): x for r, x in sorted(ranks.items())}}
     sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ..ir.core import Program
 from ..syntax.diagnostics import DiagnosticError
@@ -19,12 +19,28 @@ def register(cls: type["ModulePass"]) -> type["ModulePass"]:
 
 
 @dataclass
+class PassStats:
+    """What the passes of one pipeline run found and did, one typed field a fact."""
+
+    sharding_axis: int | None = None  # shard-optimizer: the mesh dim ZeRO shards over
+    sharded_states: list = field(default_factory=list)  # shard-optimizer: ShardingDecision per update
+    amp: bool = False  # shard-optimizer: Paddle's AMP optimizer path taken
+    zero3_params: list = field(default_factory=list)  # shard-optimizer stage 3: parameters retyped
+    reshards_inserted: int = 0  # partition
+    startup_resharded: int = 0  # shard-startup: sharded states initialised at global shape
+    rank: int | None = None  # reshard: the rank lowered for
+    reshard_steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
+    ring_allocator: Any = None  # reshard: the RingAllocator every pass of the run shares
+
+
+@dataclass
 class PassContext:
-    """What passes share while a pipeline runs: notes for --explain, collected statistics."""
+    """What passes share while a pipeline runs: notes for --explain, typed statistics, the
+    collectives inserted (:class:`distc.dialects.collectives.Collective`)."""
 
     notes: list[str] = field(default_factory=list)
-    stats: dict[str, object] = field(default_factory=dict)
-    collectives: list[dict] = field(default_factory=list)
+    stats: PassStats = field(default_factory=PassStats)
+    collectives: list = field(default_factory=list)
 
 
 @dataclass

@@ -229,5 +229,5 @@ class PartitionPass(ModulePass):
     def apply(self, prog: Program, ctx: PassContext) -> None:
         p = _Partitioner(prog, ctx)
         p.block(prog.block)
-        ctx.stats["reshards_inserted"] = p.inserted
+        ctx.stats.reshards_inserted = p.inserted
         ctx.notes.append(f"partition: {p.inserted} dist_op.reshard inserted")

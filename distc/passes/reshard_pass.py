@@ -32,8 +32,8 @@ class ReshardPass(ModulePass):
                             disable=() if self.coshard else ("x_coshard",))
         ctx.collectives.extend(res.records)
         ctx.notes.extend(res.notes)
-        ctx.stats.setdefault("reshard_steps", []).extend(res.steps)
-        ctx.stats["rank"] = self.rank
+        ctx.stats.reshard_steps.extend(res.steps)
+        ctx.stats.rank = self.rank
 
 
 def _ring_ids_in(prog) -> set[int]:

@@ -229,7 +229,7 @@ class ShardOptimizerPass(ModulePass):
         else:
             how = "given"
         dim_name = self.mesh_dims[axis] if axis < len(self.mesh_dims) else f"mesh dim {axis}"
-        ctx.stats["sharding_axis"] = axis
+        ctx.stats.sharding_axis = axis
         ctx.notes.append(f"shard-optimizer: sharding mesh dim {axis} ({dim_name}, {how})")
         targets = self._grad_targets(opt_ops, axis, mk)
         if self.stage != 3:
@@ -247,7 +247,7 @@ class ShardOptimizerPass(ModulePass):
             local_state_shapes(decisions)
             for op, sig in opt_ops:
                 respmd(op, sig, mk)
-        ctx.stats["sharded_states"] = decisions
+        ctx.stats.sharded_states = decisions
 
     def _shard_one(self, op: Operation, sig: OptSig, axis: int, mk: Maker,
                    ctx: PassContext) -> ShardingDecision | None:
@@ -316,7 +316,7 @@ class ShardOptimizerPass(ModulePass):
         why = detect_amp(prog)
         if not self.amp and not why:
             return False
-        ctx.stats["amp"] = True
+        ctx.stats.amp = True
         ctx.notes.append("shard-optimizer: AMP optimizer path (" + ("--amp" if self.amp else "detected: ")
                          + "; ".join(why) + "): gradients resharded to the ZeRO layout before the "
                          "global-norm clip, which sums the norms of the sharded gradients")

@@ -128,7 +128,7 @@ def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], r
     if params is None and not isinstance(main, dict):
         params = persistable_layouts(main, params=True)
     changed = insert_startup_reshards(startup, layouts, ctx.notes, params)
-    ctx.stats["startup_resharded"] = len(changed)
+    ctx.stats.startup_resharded = len(changed)
     if stop == "insert":
         return
     run_reshard(startup, rank, ctx)

@@ -65,7 +65,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
                              f"(all-gathered before each use, gradient reduce-scattered)")
     if grads:
         reshard_grads_before_clip(prog, targets, mk, retype=True)
-    ctx.stats["zero3_params"] = changed
+    ctx.stats.zero3_params = changed
 
 
 def local_state_shapes(decisions) -> None:

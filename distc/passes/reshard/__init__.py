@@ -77,7 +77,7 @@ from __future__ import annotations
 from ...dialects.collectives import Collective
 from .context import Decline, ReshardContext
 from .groups import PADDLE_FIRST_RING_ID, RingAllocator, ring_allocator
-from .lower import Lowering, decompose, fold, lower_program, lower_reshard
+from .lower import Lowering, ReshardStep, decompose, fold, lower_program, lower_reshard
 from .registry import (
     ReshardFunction, after, before, by_name, candidates, choose, functions, load_functions, reshard_function,
     select, unregister,
@@ -85,7 +85,7 @@ from .registry import (
 
 __all__ = [
     "Collective", "Decline", "Lowering", "PADDLE_FIRST_RING_ID", "ReshardContext",
-    "ReshardFunction", "RingAllocator", "after", "before", "by_name", "candidates", "choose", "decompose", "fold",
+    "ReshardFunction", "ReshardStep", "RingAllocator", "after", "before", "by_name", "candidates", "choose", "decompose", "fold",
     "functions", "load_functions", "lower_program", "lower_reshard", "reshard_function",
     "ring_allocator", "select", "unregister",
 ]

@@ -61,8 +61,8 @@ def ring_allocator(pass_ctx=None, *, first: int = PADDLE_FIRST_RING_ID) -> RingA
     """The allocator shared by every pass of one pipeline run (kept in ``PassContext.stats``)."""
     if pass_ctx is None:
         return RingAllocator(first)
-    alloc = pass_ctx.stats.get("ring_allocator")
+    alloc = pass_ctx.stats.ring_allocator
     if not isinstance(alloc, RingAllocator):
         alloc = RingAllocator(first)
-        pass_ctx.stats["ring_allocator"] = alloc
+        pass_ctx.stats.ring_allocator = alloc
     return alloc

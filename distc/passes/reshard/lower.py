@@ -34,6 +34,20 @@ _ORIGIN: "weakref.WeakKeyDictionary[Operation, tuple[TensorDistAttr, TensorDistA
 
 
 @dataclass
+class ReshardStep:
+    """How one ``dist_op.reshard`` was lowered (``--explain``)."""
+
+    src: TensorDistAttr
+    dst: TensorDistAttr
+    function: str  # the reshard function, or "(same layout: removed)"
+    loc: tuple[int, int] | None
+    ops: list[str] = field(default_factory=list)  # names of the ops inserted
+    tried: list[str] = field(default_factory=list)  # why earlier functions did not lower it
+    paddle: bool | None = None  # whether the function is Paddle's (None: nothing lowered)
+    fixed: list[str] = field(default_factory=list)  # where distc departs from Paddle to fix it
+
+
+@dataclass
 class Lowering:
     """What lowering a program (or one op) for one rank did."""
 
@@ -41,7 +55,7 @@ class Lowering:
     rings: RingAllocator
     records: list[Collective] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    steps: list[dict] = field(default_factory=list)  # per reshard: src, dst, function, loc
+    steps: list[ReshardStep] = field(default_factory=list)
 
 
 def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
@@ -137,8 +151,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
         # (Paddle's equality ignores printed placements; with co-sharding on, [R,S0] -> [S0,S0] is a change)
         r.replace_all_uses_with(x)
         op.erase()
-        result.steps.append(dict(src=src, dst=dst, function="(same layout: removed)", loc=op.loc,
-                                 ops=[], tried=[]))
+        result.steps.append(ReshardStep(src, dst, "(same layout: removed)", op.loc))
         return x
     ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes)
     ctx.layouts = (src, dst)
@@ -156,8 +169,8 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
                                   f"{describe(src)} -> {describe(dst)}, then declined: {d}", line, col) from None
     if chosen is None:
         raise no_function_error(op, src, dst, reasons)
-    result.steps.append(dict(src=src, dst=dst, function=chosen.name, paddle=chosen.paddle, loc=op.loc,
-                             ops=[o.name for o in ctx.created], tried=reasons, fixed=list(ctx.fixes)))
+    result.steps.append(ReshardStep(src, dst, chosen.name, op.loc, [o.name for o in ctx.created], reasons,
+                                    chosen.paddle, list(ctx.fixes)))
     if out is not None:
         r.replace_all_uses_with(out)
     if not r.uses:

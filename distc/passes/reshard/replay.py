@@ -138,7 +138,7 @@ class Replayer:
         if result is not None:
             loc = op.loc
             result.records.extend(replace(r, line=loc[0] if loc else None) for r in t.records)
-            result.steps.append(dict(t.step, loc=loc))
+            result.steps.append(replace(t.step, loc=loc))
         r = op.results[0]
         if out is not None:
             r.replace_all_uses_with(out)
