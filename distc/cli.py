@@ -20,9 +20,9 @@ EXIT_STATUS = """\b
 Exit status:
   0   success
   1   bad input (FILE:LINE:COL: error: with the line and a caret), an output that cannot be
-      written, or a failed check (fmt --check, verify; diff: the programs differ)
-  2   usage error (unknown option, options that exclude each other, a bad -o pattern ...);
-      for diff also trouble reading A or B (as GNU diff)
+      written, or a failed check (fmt --check, verify; diff: the programs differ; the error
+      on stderr, or --json's "status", tells a failed check from bad input)
+  2   usage error (unknown option, options that exclude each other, a bad -o pattern ...)
   3   verify: an op the simulator has no kernel for
   70  internal error (a bug in distc: please report it; DISTC_DEBUG=1 shows the traceback)
 """

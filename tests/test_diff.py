@@ -128,13 +128,15 @@ def test_ignore_attr(tmp_path):
     assert distc("diff", S1, b, "-q").stdout == ""
 
 
-def test_exit_status_two_for_trouble(tmp_path):
+def test_exit_status_bad_input_one_usage_two(tmp_path):
     bad = write(tmp_path, "bad.ir", "{\n    (%0) = \"pd_op.data\" () {name:\"x\"} : () -> \n}\n")
     r = distc("diff", S1, bad)
-    assert r.returncode == 2
+    assert r.returncode == 1 and r.stdout == ""
     assert f"{bad}:2:" in r.stderr and "error:" in r.stderr and "Traceback" not in r.stderr
+    r = distc("diff", S1, bad, "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["status"] == "error"
     r = distc("diff", S1, tmp_path / "missing.ir")
-    assert r.returncode == 2 and "missing.ir" in r.stderr
+    assert r.returncode == 1 and "missing.ir" in r.stderr
     assert distc("diff", S1).returncode == 2
     assert distc("diff", "-", "-", input="").returncode == 2
     assert "0  the programs are the same" in distc("diff", "--help").stdout
@@ -254,4 +256,4 @@ def test_several_programs_per_file_reshard_all_ranks_output_reads_back(tmp_path)
     doc = json.loads(r.stdout)
     assert doc["programs"] == {"a": 4, "b": 3} and doc["equal"] is False and len(doc["reports"]) == 3
     r = distc("diff", a, tmp_path / "c.ir", "--program", "5")
-    assert r.returncode == 2 and "--program 5: the file holds 4 program(s)" in r.stderr
+    assert r.returncode == 1 and "--program 5: the file holds 4 program(s)" in r.stderr

@@ -12,13 +12,12 @@ from ..driver import err_console, load, read_text, reporting, write_output
 from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
-Exit status (as GNU diff and cmp):
+Exit status:
   0  the programs are the same (up to value names, and ring ids unless --exact-rings)
-  1  the programs differ
-  2  trouble: a usage error, or an input that cannot be read or parsed (reported as
-     FILE:LINE:COL: error: with the line and a caret)
-distc's other commands exit 1 on bad input; diff keeps 1 for "different" only, so that a CI
-script can tell a changed program from a broken golden file.
+  1  the programs differ, or an input cannot be read or parsed (as in every distc command:
+     FILE:LINE:COL: error: with the line and a caret on stderr, and no report on stdout;
+     with --json the report's "status" says "different" or "error")
+  2  a usage error
 \b
 Examples:
   distc diff golden/main.r0.ir out/main.r0.ir
@@ -45,31 +44,26 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True, help="print nothing; only the exit status")
 def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...], as_json: bool,
             rank: int | None, no_summary: bool, program: int | None, quiet: bool) -> None:
-    """Compare programs A and B op by op (- is stdin); exit 0 same, 1 different, 2 trouble.
+    """Compare programs A and B op by op (- is stdin); exit 0 same, 1 different or bad input, 2 usage.
 
     Files holding several programs are compared program by program."""
     if file_a == "-" and file_b == "-":
         raise click.UsageError("only one of A and B can be stdin")
     if quiet and as_json:
         raise click.UsageError("--quiet prints nothing; drop --json")
-    finished = False  # the comparison ran: exit 1 from here on means "different"
-    try:
-        with reporting():
-            try:
-                progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
-            except DiagnosticError as e:
-                err_console().print(e.render(), markup=False)
-                sys.exit(2)
-            equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
-                                   no_summary, quiet)
-            if not quiet:
-                write_output(None, text)
-            finished = True
-            sys.exit(0 if equal else 1)
-    except SystemExit as e:
-        if e.code == 1 and not finished:  # reporting(): an output that cannot be written ...
-            sys.exit(2)
-        raise
+    with reporting():
+        try:
+            progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
+        except DiagnosticError as e:
+            err_console().print(e.render(), markup=False)
+            if as_json:
+                print(json.dumps({"status": "error", "error": str(e)}))
+            sys.exit(1)
+        equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
+                               no_summary, quiet)
+        if not quiet:
+            write_output(None, text)
+        sys.exit(0 if equal else 1)
 
 
 def _programs(path: str, program: int | None) -> list:
@@ -106,5 +100,6 @@ def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, ran
         doc = docs[0] if not several and docs else {
             "a": name_a, "b": name_b, "equal": equal, "programs": {"a": len(progs_a), "b": len(progs_b)},
             "reports": docs}
+        doc = {"status": "same" if equal else "different", **doc}
         return equal, json.dumps(doc, indent=1) + "\n"
     return equal, "".join(texts)
