@@ -119,7 +119,10 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
     with reporting():
         check_output(output)
         t0 = time.perf_counter()
-        passes = parse_pipeline(pipeline)
+        try:
+            passes = parse_pipeline(pipeline)
+        except DiagnosticError as e:  # the -p text is an option, not an input file: usage (exit 2)
+            raise click.BadParameter(e.message, param_hint="'-p' / '--pass-pipeline'") from None
         load_inputs(passes)
         prog = load(file, program)
         t_parse = time.perf_counter() - t0

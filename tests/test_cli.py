@@ -69,16 +69,20 @@ def test_opt_verify_pipeline_and_time_passes():
     assert "pass timings" in (r.output + getattr(r, "stderr", ""))
 
 
-def test_opt_unknown_pass_is_a_diagnostic():
+def test_opt_unknown_pass_is_a_usage_error():
+    # -p is an option, not an input file: usage error (exit 2) naming -p, no '<input>:' location
     r = run("opt", str(SAMPLE), "-p", "no-such-pass")
-    assert r.exit_code == 1
-    assert "unknown pass 'no-such-pass'" in r.output
+    assert r.exit_code == 2
+    assert "unknown pass 'no-such-pass'" in r.output and "--pass-pipeline" in r.output
+    assert "<input>" not in r.output
 
 
-def test_opt_bad_option_is_a_diagnostic():
-    r = run("opt", str(SAMPLE), "-p", "verify{frobnicate=1}")
-    assert r.exit_code == 1
-    assert "has no option 'frobnicate'" in r.output
+def test_opt_bad_option_is_a_usage_error():
+    for p in ("verify{frobnicate=1}", "reshard{rank=x}"):
+        r = run("opt", str(SAMPLE), "-p", p)
+        assert r.exit_code == 2, p
+        assert "<input>" not in r.output and "Traceback" not in r.output
+    assert "has no option 'frobnicate'" in run("opt", str(SAMPLE), "-p", "verify{frobnicate=1}").output
 
 
 def test_passes_lists_verify():
@@ -170,6 +174,6 @@ def test_reshard_verify_on_a_whole_program_proves_every_rank():
     assert r.exit_code == 1 and "DIVERGED on rank 0 at 'pd_op.add'" in r.output
 
 
-def test_pipeline_option_given_twice_is_a_diagnostic():
+def test_pipeline_option_given_twice_is_a_usage_error():
     r = run("opt", str(SAMPLE), "-p", "reshard{rank=0,rank=1}")
-    assert r.exit_code == 1 and "given twice" in r.output
+    assert r.exit_code == 2 and "given twice" in r.output

@@ -94,7 +94,7 @@ def test_usage_errors():
     assert run("reshard", "--from", "r", "--to", "s0", "--shape", "4xq").exit_code == 2
     assert run("reshard", CORPUS / "m2_P_to_R.r0.before.ir", "--mesh", "2").exit_code == 2
     r = run("reshard", "--from", "r", "--to", "s0", "--mesh", "2,2", "--mesh-ids", "0,1,2")
-    assert r.exit_code == 1 and "needs 4 process ids" in r.stderr
+    assert r.exit_code == 2 and "needs 4 process ids" in r.stderr
 
 
 def test_missing_file():
@@ -136,6 +136,16 @@ def test_explorer_rejects_malformed_shapes_and_boolean_partials():
         else:
             base += args
         assert CliRunner().invoke(main, base).exit_code == 2
+
+
+def test_explorer_option_errors_are_usage_errors():
+    # a shard axis beyond the tensor, a bad dtype, a mesh with the wrong number of ids: exit 2, no '<input>:'
+    for extra in (["--from", "s0", "--to", "s3"], ["--from", "s0", "--to", "r", "--dtype", "float7"],
+                  ["--from", "s0", "--to", "r", "--mesh", "2", "--mesh-ids", "0,1,2"]):
+        r = run("reshard", *extra)
+        assert r.exit_code == 2, (extra, r.output)
+        assert "<input>" not in r.output and "Traceback" not in r.output
+    assert "Shard(dim=3) of a 2-D tensor" in run("reshard", "--from", "s0", "--to", "s3").output
 
 
 # ------------------------------------------------------------------ co-sharding, right by default

@@ -104,6 +104,15 @@ def test_single_mutation_is_caught_and_located(tmp_path, kind):
         assert (int(m.group(1)), int(m.group(2))) == (rank, line), r.output
 
 
+def test_serial_op_without_kernel_names_no_rank(tmp_path):
+    serial, ranks = llama_texts("clip", "dp4")
+    serial, line = _mutate(serial, r'"pd_op\.silu"', '"pd_op.silu"', '"pd_op.swish_like"')
+    s, pattern = write_set(tmp_path, serial, ranks)
+    r = cli(s, "--ranks", pattern)
+    assert r.exit_code == 3, r.output
+    assert f":{line}:" in r.output and "no kernel: pd_op.swish_like" in r.output and "rank None" not in r.output
+
+
 def test_mutation_without_kernel_is_exit_3(tmp_path):
     serial, ranks = llama_texts("clip", "dp4")
     ranks[2], line = _mutate(ranks[2], r'"pd_op\.silu"', '"pd_op.silu"', '"pd_op.swish_like"')

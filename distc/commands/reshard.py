@@ -112,8 +112,11 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if explorer:
             if src is None or dst is None:
                 raise click.UsageError("--from and --to go together")
-            make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard)
-            source = str(make())
+            try:
+                make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard)
+                source = str(make())
+            except DiagnosticError as e:  # an explorer option Paddle's program cannot have: usage
+                raise click.BadParameter(e.message) from None
             filename = "<explorer>"
         else:
             for opt, v in (("--mesh", mesh), ("--mesh-ids", mesh_ids), ("--to-mesh", to_mesh),

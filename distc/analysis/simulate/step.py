@@ -188,7 +188,7 @@ class StepReport:
                  f"largest error abs {self.max_abs:.3g} rel {self.max_rel:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
         if self.no_kernel:
             d = self.no_kernel
-            return f"{d.where()}: no kernel: rank {d.rank}: {d.op.name if d.op else '?'}: {d.message}"
+            return f"{d.where()}: no kernel: " + (f"rank {d.rank}: " if d.rank is not None else "") + f"{d.op.name if d.op else '?'}: {d.message}"
         if self.divergence:
             d = self.divergence
             head = f"{d.where()}: DIVERGED" + (f" on rank {d.rank}" if d.rank is not None else "")
