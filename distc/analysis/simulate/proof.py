@@ -206,7 +206,12 @@ def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Ma
         if not isinstance(want, np.ndarray):
             continue
         found = {r: (st[name], rv[r].get_value(st[name])) for r, st in rstate.items() if name in st}
-        bad = cmp.value(want, found, layouts.get(name))
+        lay = layouts.get(name)
+        lacking = sorted(r for r in rstate if r not in found and (lay is None or r in lay.mesh.process_ids))
+        if lacking:  # not verified there: said, never a silent success
+            report.notes.append(f"{name}: not initialized by the startup program of rank(s) {lacking}"
+                                if found else f"{name}: no rank's startup program initializes it")
+        bad = cmp.value(want, found, lay)
         if bad is not None:
             r, a, rel, msg = bad
             val = found[r][0]
