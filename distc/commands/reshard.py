@@ -92,8 +92,10 @@ def _output_path(out: str, rank: int) -> str:
 @click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes per rank, decisions) as one line of JSON on stderr")
+@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
+              help="the K-th program of a file holding several, e.g. a GLOG log (1 = first)")
 def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype,
-            paddle_only, coshard, verify, explain, quiet, as_json) -> None:
+            paddle_only, coshard, verify, explain, quiet, as_json, program) -> None:
     """Lower dist_op.reshard ops for a rank as Paddle 3.3.1 does, or explore one reshard.
 
     With FILE: lower every reshard of the program (same as `distc opt -p 'reshard{rank=R}'`).
@@ -132,10 +134,10 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         check_pattern(output, "-o", many=all_ranks)
         if not (all_ranks and output is not None and output != "-"):
             check_output(output)
-        from ..syntax.parser import parse
+        from ..syntax.parser import parse_program
         from .verify import program_ranks
 
-        before = parse(source, filename)
+        before = parse_program(source, filename, program)
         known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
         if not all_ranks and not whole and known and rank not in known:
@@ -145,7 +147,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if whole:  # a whole program: every rank lowered and proven against FILE (distc verify)
             from .verify import verify_built
 
-            status = verify_built(before, lambda r: (str(_lower(source, filename, r, paddle_only, coshard)[0]), None),
+            status = verify_built(before, lambda r: (str(_lower(source, filename, r, paddle_only, coshard, program)[0]), None),
                                   names=lambda r: f"<rank {r} of {filename}>")
             if status:
                 sys.exit(status)
@@ -157,7 +159,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             ranks = sorted(set(ranks) | {rank})
         results = {}
         for r in ranks if (all_ranks or verify) else [rank]:
-            results[r] = _lower(source, filename, r, paddle_only, coshard)
+            results[r] = _lower(source, filename, r, paddle_only, coshard, program)
         shown = ranks if all_ranks else [rank]
 
         con = err_console()
@@ -227,14 +229,15 @@ def _ranks_of(prog) -> list[int]:
     return sorted(ranks)
 
 
-def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = True):
+def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = True,
+           program: int | None = None):
     """Parse and run reshard{rank} through the pass manager (one fresh ring numbering per rank,
     as each rank is its own Paddle process)."""
     from ..passes.base import PassContext, PassManager
     from ..passes.reshard_pass import ReshardPass
-    from ..syntax.parser import parse
+    from ..syntax.parser import parse_program
 
-    prog = parse(source, filename)
+    prog = parse_program(source, filename, program)
     ctx = PassContext()
     try:
         PassManager([ReshardPass(rank=rank, paddle=paddle_only, coshard=coshard)]).run(prog, ctx)

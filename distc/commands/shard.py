@@ -143,10 +143,12 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
               "prove them against MAIN with the simulator (see distc verify); nothing is written if they differ")
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
+@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
+              help="MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
-            prove: bool, as_json: bool) -> None:
+            prove: bool, as_json: bool, program: int | None) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1."""
     from ..passes import load_passes
 
@@ -174,7 +176,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             check_output(startup_out)
         load_passes()
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
-        prog = load(main_file)
+        prog = load(main_file, program)
         known = _ranks_of(prog)
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
@@ -186,7 +188,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         warn = lambda m: err_console().print(m, markup=False)  # noqa: E731
         check_main(prog, prog.filename or main_file, stage, warn)
         if prove:
-            _prove(main_file, startup, stage, amp, axis, dims, output if many else None)
+            _prove(main_file, startup, stage, amp, axis, dims, output if many else None, program)
         sh = _prepare(prog, main_file, startup, stage, amp, axis, dims, annotate_only, verify_each)
         if sh.sprog is not None:
             assert startup is not None
@@ -362,14 +364,14 @@ def _explain(sh: _Shared, results: dict) -> None:
 
 
 def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str | None, dims: tuple[str, ...],
-           pattern: str | None) -> None:
+           pattern: str | None, program: int | None = None) -> None:
     """``--verify``: every rank's program from a fresh copy of MAIN, proven against MAIN."""
     import sys
 
     from .verify import verify_built
 
-    serial = load(main_file)
-    sh = _prepare(load(main_file), main_file, startup, stage, amp, axis, dims, False, False)
+    serial = load(main_file, program)
+    sh = _prepare(load(main_file, program), main_file, startup, stage, amp, axis, dims, False, False)
 
     def build(rank: int) -> tuple[str, str | None]:
         one = _Shared(sh.main_file, sh.prog.clone(), PassContext(), sh.before, sh.after, sh.layouts, [], sh.startup,

@@ -123,8 +123,10 @@ def _pattern(ctx, param, value):
 @click.option("--rtol", type=click.FloatRange(min=0), default=1e-6, show_default=True, help="relative tolerance")
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-8, show_default=True, help="absolute tolerance")
 @click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
+@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
+              help="SERIAL's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(serial: str, pattern: str, startup: str | None, startup_ranks: str | None, seed: int,
-            rtol: float, atol: float, as_json: bool) -> None:
+            rtol: float, atol: float, as_json: bool, program: int | None) -> None:
     """Prove that the per-rank programs compute the serial (global-view) training step.
 
     SERIAL is the global-view program (before partition, or a one-reshard program); each rank's
@@ -135,7 +137,7 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
     if (startup is None) != (startup_ranks is None):
         raise click.UsageError("--startup and --startup-ranks go together")
     with reporting():
-        sprog = load(serial)
+        sprog = load(serial, program)
         check_serial(sprog)
         ranks = program_ranks(sprog)
         progs = load_ranks(pattern, ranks)
