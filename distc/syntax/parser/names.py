@@ -16,6 +16,9 @@ class Builder:
     def __init__(self) -> None:
         self.scopes: list[dict[str, Value]] = [{}]
         self.top: Block | None = None
+        # (op dist attr, operand types, result types) by identity, found to fit: a dump repeats
+        # the same attribute and type objects (the parser caches them by spelling) thousands of times
+        self._fits: dict[tuple, tuple] = {}
 
     def push(self) -> None:
         self.scopes.append({})
@@ -24,7 +27,10 @@ class Builder:
         self.scopes.pop()
 
     def lookup(self, name: str) -> Value | None:
-        for s in reversed(self.scopes):
+        scopes = self.scopes
+        if len(scopes) == 1:
+            return scopes[0].get(name)
+        for s in reversed(scopes):
             v = s.get(name)
             if v is not None:
                 return v
@@ -67,7 +73,7 @@ class Builder:
                 raise DiagnosticError(f"use of undefined value %{vname}", vl, vc)
             elif v._type is NULL_TYPE and isinstance(v, BlockArgument) and in_types is not None:
                 v._type = in_types[i]  # block arguments print no type: learn it from the first use
-            if in_types is not None and in_types[i] != v.type:
+            if in_types is not None and in_types[i] is not v._type and in_types[i] != v._type:
                 raise DiagnosticError(
                     f"operand {i} of '{name}' is declared as {in_types[i]} but %{vname} has type {v.type}", vl, vc)
             values.append(v)
@@ -78,7 +84,11 @@ class Builder:
                 raise DiagnosticError(f"'{name}' has {len(results)} result(s) but {len(values)} operand(s)", line, col)
         od = attrs.get("op_dist_attr")
         if od is not None and not isinstance(od, A.IdentAttr):
-            _check_op_dist(name, od, values, out_types, line, col)
+            key = (id(od), id(out_types), *[id(v._type) if v is not None else 0 for v in values])
+            if key not in self._fits:
+                _check_op_dist(name, od, values, out_types, line, col)
+                # the objects are kept with the key so that their ids stay theirs
+                self._fits[key] = (od, out_types, [v._type for v in values if v is not None])
         op = Operation(name, values, out_types, attrs, regions, op_id=op_id,
                        operand_keywords=tuple(kws), sig=sig)
         op.loc = (line, col)
