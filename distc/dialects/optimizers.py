@@ -70,15 +70,27 @@ def optimizer_sig(op: Operation) -> OptSig | None:
 
 def inplace_map(op: Operation) -> dict[int, int]:
     """result index -> operand index for ops that update operands in place (Paddle's
-    ``get_op_inplace_info``): the optimizer table, ``assign_out_``, and ``x_`` ops on operand 0."""
-    sig = optimizer_sig(op)
+    ``get_op_inplace_info``): the optimizer table, ``assign_out_``, and ``x_`` ops on operand 0.
+    The answer depends on the op's name and counts alone: one shared dict per such key (read only)."""
+    key = (op.name, len(op._operands), len(op.results))
+    m = _INPLACE.get(key)
+    if m is None:
+        m = _INPLACE[key] = _inplace_map(*key)
+    return m
+
+
+_INPLACE: dict[tuple, dict[int, int]] = {}
+
+
+def _inplace_map(name: str, num_operands: int, num_results: int) -> dict[int, int]:
+    sig = OPTIMIZERS.get((name, num_operands))
     if sig is not None:
-        return {r: o for r, o in enumerate(sig.inplace) if r < op.num_results}
-    if op.name == ops.ASSIGN_OUT_:
+        return {r: o for r, o in enumerate(sig.inplace) if r < num_results}
+    if name == ops.ASSIGN_OUT_:
         return {0: 1}
-    base = op.name.split(".", 1)[-1]
-    if (op.dialect == "pd_op" and base.endswith("_") and not base.endswith("__")
-            and op.num_operands and op.num_results and op.name not in NOT_INPLACE):
+    dialect, _, base = name.partition(".") if "." in name else ("", "", name)
+    if (dialect == "pd_op" and base.endswith("_") and not base.endswith("__")
+            and num_operands and num_results and name not in NOT_INPLACE):
         return {0: 0}
     return {}
 
