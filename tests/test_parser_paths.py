@@ -169,3 +169,32 @@ def test_generated_programs_roundtrip_and_paths_agree(text):
     assert structure(fast) == structure(full)
     assert str(fast) == text
     assert print_program(full, canonical=True) == text
+
+
+def test_op_match_reads_lines_as_the_op_regex_does():
+    """The fast path's hand-written op-line reader agrees with the regex it replaces (greedy
+    attributes and input types, trailing blanks, tabs, separators inside strings)."""
+    import random
+
+    from distc.syntax.parser.fast import _OP, op_match
+
+    base = [
+        '(%1) = "pd_op.add" [id:3] (%a, %b) {x:"} : (",y:1} : (f32, f32) -> f32',
+        '  (%1, %2) = "pd_op.split" (%a) {k:[1,2]} : (f32) -> f32, f32  ',
+        '(%1) = "pd_op.full" () {value:") -> ",z:{a:1}} : () -> f32\t',
+        '(%1) = "pd_op.f" (%a) {} : (vec<f32) -> x>) -> f32 ) ->',
+    ]
+    pieces = ["} : (", ") ->", " ", "\t", "{", "}", "(", ")", "->", "x", '"', ",", "\n", ") -> ", "} : () -> "]
+    rnd = random.Random(7)
+    lines = list(base)
+    for _ in range(20000):
+        line = rnd.choice(base)
+        for _ in range(rnd.randint(1, 3)):
+            i = rnd.randint(0, len(line))
+            line = line[:i] + rnd.choice(pieces) + line[i:]
+        lines.append(line)
+    for line in lines:
+        m = _OP.fullmatch(line)
+        assert op_match(line) == (m.groups() if m else None), line
+        pad = "zz" + line + "\nyy"
+        assert op_match(pad, 2, 2 + len(line)) == (m.groups() if m else None), line

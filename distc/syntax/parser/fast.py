@@ -27,6 +27,37 @@ _OP = re.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
     re.S,  # an op line may hold raw newlines inside strings (joined lines)
 )
+_OP_HEAD = re.compile(r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{')
+
+
+def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
+    """``_OP.fullmatch(text, pos, end).groups()`` (or ``None``) without the regex's backtracking
+    over the whole line: the head is read by a regex (it has one way to match), the attributes
+    end at the last ``} : (`` and the input types at the last ``) ->`` after which the rest fits,
+    as the greedy groups would."""
+    if end is None:
+        end = len(text)
+    m = _OP_HEAD.match(text, pos, end)
+    if m is None:
+        return None
+    h = m.end()
+    k = text.rfind("} : (", h, end)
+    while k >= 0:
+        j = text.rfind(") ->", k + 5, end)
+        while j >= 0:
+            a = j + 4
+            if a == end:
+                return (*m.groups(), text[h:k], text[k + 5:j], None)
+            c = text[a]
+            if c == " ":
+                return (*m.groups(), text[h:k], text[k + 5:j], text[a + 1:end].rstrip(" \t"))
+            if not text[a:end].strip(" \t"):
+                return (*m.groups(), text[h:k], text[k + 5:j], None)
+            j = text.rfind(") ->", k + 5, j + 3)
+        k = text.rfind("} : (", h, k + 4)
+    return None
+
+
 _REGION_OP = re.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} -> (.*?) \{[ \t]*'
 )
@@ -149,7 +180,7 @@ class FastParser:
         pre: list[str] = []
         stack: list[tuple] = []  # (header fields, regions, current block) for open region ops
         block = prog.block
-        OP = _OP.fullmatch
+        OP = op_match
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
@@ -171,7 +202,7 @@ class FastParser:
                     line = text[pos:e]
                     span = line.count("\n") + 1
             if m is not None:
-                ind, res, name, oid, opnds, attrs, tin, tout = m.groups()
+                ind, res, name, oid, opnds, attrs, tin, tout = m
                 op = b.build(
                     [(r[1:], i + 1, 0) for r in res.split(", ")] if res else [],
                     name, int(oid) if oid else None,
