@@ -162,6 +162,17 @@ def test_unknown_axis_name_is_a_diagnostic():
         run(text, "shard-optimizer{axis=2}")
 
 
+def test_unknown_axis_name_without_names_points_to_the_shard_option():
+    from click.testing import CliRunner
+
+    from distc.cli import main
+
+    path = CORPUS / "mlp_dp2mp2_adamw.s0.r0.before_partition.ir"
+    r = CliRunner().invoke(main, ["shard", str(path), "--axis", "dp", "-q"])
+    assert r.exit_code == 1 and "unknown sharding mesh dim 'dp'" in r.output
+    assert "--mesh-dims dp,mp" in r.output and "Traceback" not in r.output
+
+
 def test_axis_where_a_parameter_is_sharded_is_refused_with_location():
     # on [[0,1],[2,3]] the weights are Shard over mp (mesh dim 1): Paddle refuses that axis
     path = CORPUS / "mlp_dp2mp2_adamw.s0.r0.before_partition.ir"

@@ -71,7 +71,7 @@ def resolve_axis(axis: str | None, mesh_dims: tuple[str, ...], ndim: int, where:
     elif a in mesh_dims:
         k = list(mesh_dims).index(a)
     else:
-        names = ",".join(mesh_dims) if mesh_dims else "none given (use mesh_dims=dp,mp)"
+        names = ",".join(mesh_dims) if mesh_dims else "none given (distc shard --mesh-dims dp,mp; mesh_dims=dp,mp in a pipeline)"
         raise DiagnosticError(f"{where}unknown sharding mesh dim '{a}' (mesh dim names: {names})")
     if not 0 <= k < max(ndim, 1):
         raise DiagnosticError(f"{where}sharding mesh dim {k} is out of range for a {ndim}-D mesh")
