@@ -1,4 +1,10 @@
-"""distc: a compiler for PaddlePaddle's distributed PIR programs (read, rewrite, print)."""
+"""distc: a compiler for PaddlePaddle's distributed PIR programs (read, rewrite, print).
+
+Layers, bottom-up (each imports only from itself and below; ``tests/test_layers.py``):
+``ir`` (programs, types, dist attributes, builder) -> ``syntax`` (parser, printer) ->
+``dialects`` (Paddle's op names, collectives, optimizer table) -> ``analysis`` (verifier, cost,
+memory, simulator, diff) -> ``passes`` (one file a pass) -> ``commands`` / ``cli`` / ``driver``.
+"""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from distc.ir import (
     DistTensorType, OperationDistAttr, Partial, ProcessMesh, REPLICATE, Shard, TensorDistAttr, split_bounds,
 )
 from distc.ir.attrs import FloatAttr, IntAttr, format_float
-from distc.ir.builder import Inserter, Maker
+from distc.ir.builder import InsertPoint, Maker
 from distc.ir.core import Operation
 
 from conftest import DATA
@@ -131,7 +131,7 @@ def test_new_op_prints_in_current_style_and_renumbers():
     t = mk.dist_type((4, 8), "f32", mk.tensor_dist(mesh, (-1, -1)))
     op = Operation("pd_op.relu", [x], [t], {"op_dist_attr": mk.op_dist(mesh, [x.dist_attr], [t.dist]),
                                              "ring_id": mk.i32(12), "stop_gradient": mk.bools([True])})
-    Inserter(p.block, p.ops[2]).insert(op)
+    InsertPoint.before(p.ops[2]).insert(op)
     out = str(p).splitlines()
     assert out[3] == (
         '    (%2) = "pd_op.relu" (%1) {op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},operand(0):{mesh_shape:[2],'
@@ -149,7 +149,7 @@ def test_new_op_prints_in_2024_style():
     param = p.ops[5].result
     op = Operation("pd_op.c_allgather", [param], [param.type],
                    {"nranks": mk.i32(2), "ring_id": mk.i32(0), "op_dist_attr": mk.op_dist(param.dist_attr.mesh, [param.dist_attr], [param.dist_attr])})
-    Inserter(p.block, None).insert(op)
+    InsertPoint.at_end(p.block).insert(op)
     last = str(p).splitlines()[-2]
     assert "nranks:(Int32)2" in last and "ring_id:(Int32)0" in last
     assert "placements" not in last and "chunk_id" not in last
@@ -162,7 +162,7 @@ def test_non_contiguous_names_are_kept_and_new_values_get_fresh_numbers():
     assert not p.style.renumber
     assert str(p) == text
     v = p.ops[-1].result
-    Inserter(p.block, None).insert(Operation("pd_op.relu", [v], [v.type], {"stop_gradient": Maker(p.style).bools([False])}))
+    InsertPoint.at_end(p.block).insert(Operation("pd_op.relu", [v], [v.type], {"stop_gradient": Maker(p.style).bools([False])}))
     assert '(%68) = "pd_op.relu" (%67)' in str(p)
 
 

@@ -31,7 +31,7 @@ from distc.analysis.simulate import expected_piece, simulate_ranks
 from distc.cli import main
 from distc.ir.builder import Maker
 from distc.ir.types import DistTensorType
-from distc.passes.sharding_util import Cursor
+from distc.ir.builder import InsertPoint
 from test_zero1_numeric import final_values, reference
 
 CLIP = 1.0
@@ -49,7 +49,7 @@ def optimizer_step(text: str, name: str):
     mk = Maker(prog.style)
     ops = prog.block.ops
     first = next(op for op in ops if _role(op) == 2)
-    cur = Cursor.before(first)
+    cur = InsertPoint.before(first)
     grads = {}
     for op in ops:
         if _role(op) != 2:

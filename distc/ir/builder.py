@@ -109,13 +109,32 @@ class Maker:
         return Operation(name, operands, result_types, dict(attrs or {}))
 
 
-class Inserter:
-    """Inserts new ops one after another at a fixed point of a block (before ``anchor``, or at the
-    end when ``anchor`` is None).  New ops take the indentation of their neighbours."""
+class InsertPoint:
+    """Where new ops go (as xDSL's ``InsertPoint``): before ``anchor``, or at the block's end when
+    ``anchor`` is None; ops inserted one after another stay in creation order.  New ops take the
+    indentation of their neighbours."""
 
     def __init__(self, block: Block, anchor: Operation | None) -> None:
         self.block = block
         self.anchor = anchor
+
+    @staticmethod
+    def before(op: Operation) -> "InsertPoint":
+        assert op.parent is not None
+        return InsertPoint(op.parent, op)
+
+    @staticmethod
+    def after(op: Operation) -> "InsertPoint":
+        assert op.parent is not None
+        return InsertPoint(op.parent, op.next)
+
+    @staticmethod
+    def at_start(block: Block) -> "InsertPoint":
+        return InsertPoint(block, block.first)
+
+    @staticmethod
+    def at_end(block: Block) -> "InsertPoint":
+        return InsertPoint(block, None)
 
     def insert(self, op: Operation) -> Operation:
         ref = self.anchor if self.anchor is not None else self.block.last

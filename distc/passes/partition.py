@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from ..dialects import ops
 from ..dialects.optimizers import inplace_map
 from ..ir import attrs as A
-from ..ir.builder import Maker
+from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Block, Operation, Program, Value
 from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
-from .sharding_util import (Cursor, chunk_id_of, dist_of, fail, make_reshard, op_role_attr, persistable,
+from .sharding_util import (chunk_id_of, dist_of, fail, make_reshard, op_role_attr, persistable,
                             stop_gradient)
 
 # Paddle's partition_skip_op_list
@@ -77,7 +77,7 @@ class _Partitioner:
             self.results(op)
 
     # -- reshard helpers ---------------------------------------------------------------------
-    def _reshard(self, cur: Cursor, src: Value, dst: TensorDistAttr, op: Operation) -> Value:
+    def _reshard(self, cur: InsertPoint, src: Value, dst: TensorDistAttr, op: Operation) -> Value:
         r = make_reshard(self.mk, src, dst, op_role_attr(op))
         r.loc = op.loc  # diagnostics about this reshard point at the op it serves
         cur.insert(r)
@@ -99,7 +99,7 @@ class _Partitioner:
             if want == pd or not persistable(prev):
                 continue
             # reshard the input
-            rv = self._reshard(Cursor.before(op), prev, want, op)
+            rv = self._reshard(InsertPoint.before(op), prev, want, op)
             op.set_operand(in_idx, rv)
             result = op.results[out_idx]
             want_out = d.results[out_idx]
@@ -112,7 +112,7 @@ class _Partitioner:
             old = rt.dist
             result.type = rt.with_dist(self.mk.restyle(want_out))  # type: ignore[arg-type]
             # reshard the output back and assign it into the persistable value
-            cur = Cursor.after(op)
+            cur = InsertPoint.after(op)
             rv1 = self._reshard(cur, result, pd, op)
             assign = self._assign_out(op, rv1, prev)
             cur.insert(assign)
@@ -176,8 +176,8 @@ class _Partitioner:
             if src is not None and sd is not None and rd is not None and sd.mesh.ndim == rd.mesh.ndim:
                 if sd == want:
                     return src
-                return self._reshard(Cursor.before(op), src, want, op)
-        return self._reshard(Cursor.before(op), prev, want, op)
+                return self._reshard(InsertPoint.before(op), src, want, op)
+        return self._reshard(InsertPoint.before(op), prev, want, op)
 
     def _combine(self, op: Operation, prev: Value, want) -> Value:
         comb = prev.owner
@@ -198,7 +198,7 @@ class _Partitioner:
             attrs["op_role"] = role
         new = self.mk.op(ops.COMBINE, vals, [VectorType(tuple(v.type for v in vals if v is not None))],
                          attrs)
-        Cursor.before(op).insert(new)
+        InsertPoint.before(op).insert(new)
         return new.result
 
     # -- 3. results --------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class _Partitioner:
                 continue
             old = t.dist
             r.type = t.with_dist(self.mk.restyle(want))  # type: ignore[arg-type]
-            rv = self._reshard(Cursor.after(op), r, old, op)
+            rv = self._reshard(InsertPoint.after(op), r, old, op)
             r.replace_all_uses_with(rv)
             assert rv.owner is not None
             rv.owner.set_operand(0, r)

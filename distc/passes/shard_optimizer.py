@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.builder import Maker
+from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import REPLICATE, Placement, ProcessMesh, Shard, TensorDistAttr
 from ..ir.types import DistTensorType
@@ -38,7 +38,7 @@ from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map: re-e
 from .base import ModulePass, PassContext, register
 from .zero3 import local_state_shapes, shard_parameters
 from .zero_clip import detect_amp, reshard_grads_before_clip
-from .sharding_util import Cursor, dist_of, fail, make_reshard, op_role_attr
+from .sharding_util import dist_of, fail, make_reshard, op_role_attr
 
 
 # ------------------------------------------------------------------------------ placements
@@ -342,7 +342,7 @@ class ShardOptimizerPass(ModulePass):
         if t.dist == attr:
             return
         r = make_reshard(mk, v, attr, op_role_attr(op))
-        Cursor.before(op).insert(r)
+        InsertPoint.before(op).insert(r)
         op.set_operand(i, r.result)
 
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dialects import ops
-from ..ir.builder import Maker
+from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program
 from ..ir.dist import TensorDistAttr
 from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import REGISTRY, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
-from .sharding_util import Cursor, fail, make_reshard, persistable, set_persistable
+from .sharding_util import fail, make_reshard, persistable, set_persistable
 
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
@@ -86,7 +86,7 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
             rep = mk.tensor_dist(dst.mesh, [-1] * len(st.shape))
             src.type = mk.dist_type(st.shape, st.dtype, rep)
         owner = src.owner
-        cur = Cursor.after(owner) if owner is not None else Cursor.at_start(startup.block)
+        cur = InsertPoint.after(owner) if owner is not None else InsertPoint.at_start(startup.block)
         r = make_reshard(mk, src, dst)
         cur.insert(r)
         if persistable(src) and owner is not None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..dialects import ops
 from ..ir import attrs as A
-from ..ir.builder import Maker, Inserter
-from ..ir.core import Block, BlockArgument, Operation, OpResult, Value
+from ..ir.builder import Maker
+from ..ir.core import BlockArgument, Operation, OpResult, Value
 from ..ir.dist import TensorDistAttr, merge_meshes
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -115,22 +115,3 @@ def is_distributed(prog) -> bool:
         if op.dist_attr is not None or any(isinstance(r.type, DistTensorType) for r in op.results):
             return True
     return False
-
-
-class Cursor(Inserter):
-    """Paddle's insertion point: new ops go before ``anchor`` (the block's end when None), one
-    after another in creation order."""
-
-    @staticmethod
-    def before(op: Operation) -> "Cursor":
-        assert op.parent is not None
-        return Cursor(op.parent, op)
-
-    @staticmethod
-    def after(op: Operation) -> "Cursor":
-        assert op.parent is not None
-        return Cursor(op.parent, op.next)
-
-    @staticmethod
-    def at_start(block: Block) -> "Cursor":
-        return Cursor(block, block.first)

@@ -18,11 +18,11 @@ optimizer ops with a master-weight operand).  On Paddle's CPU wheel none of thes
 from __future__ import annotations
 
 from ..dialects import ops
-from ..ir.builder import Maker
+from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
-from .sharding_util import Cursor, dist_of, make_reshard, op_role_attr
+from .sharding_util import dist_of, make_reshard, op_role_attr
 
 LOW_PRECISION = ("bf16", "f16", "bfloat16", "float16")
 
@@ -84,7 +84,7 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
         return 0
     order = {id(op): i for i, op in enumerate(prog.block.ops)}
     jobs.sort(key=lambda j: order.get(id(j[0]), 0))
-    cur = Cursor.before(jobs[0][0])
+    cur = InsertPoint.before(jobs[0][0])
     stacks: dict[int, Operation] = {}
     for norm, g, mul, want in jobs:
         if retype:

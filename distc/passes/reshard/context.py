@@ -26,7 +26,7 @@ from ...dialects import collectives as C
 from ...dialects import ops
 from ...dialects.collectives import ALLREDUCE_2024, ERA_2024_NAMES, Collective
 from ...ir import attrs as A
-from ...ir.builder import Inserter, Maker
+from ...ir.builder import InsertPoint, Maker
 from ...ir.core import Operation, Program, Value
 from ...ir.dist import OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr
 from ...ir.types import DTYPE_SUFFIX_TO_NAME, DenseTensorType, DistTensorType, VectorType
@@ -56,7 +56,7 @@ class ReshardContext:
         self.style = prog.style
         self.era = prog.style.era
         self.block = reshard_op.parent
-        self.inserter = Inserter(self.block, reshard_op)
+        self.inserter = InsertPoint.before(reshard_op)
         self.op_role = reshard_op.attr("op_role")
         self.created: list[Operation] = []
         self.records: list[Collective] = records if records is not None else []
