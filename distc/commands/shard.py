@@ -30,16 +30,16 @@ from .shard_ranks import check_many, format_ranks, parse_ranks, rank_summary, ru
 
 def _ranks_of(prog: Program) -> list[int]:
     """Every process id of every mesh in the program."""
-    out: set[int] = set()
+    meshes = {}  # by identity: a program shares a few mesh objects among all its ops
     for op in prog.walk():
         d = op.dist_attr
         if d is not None:
-            out |= set(d.mesh.process_ids)
+            meshes[id(d.mesh)] = d.mesh
         for r in op.results:
             rd = r.dist_attr
             if rd is not None:
-                out |= set(rd.mesh.process_ids)
-    return sorted(out)
+                meshes[id(rd.mesh)] = rd.mesh
+    return sorted({p for m in meshes.values() for p in m.process_ids})
 
 
 def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str, verify_each: bool = False,

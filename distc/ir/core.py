@@ -449,7 +449,10 @@ class Program:
 
     def walk(self) -> Iterator[Operation]:
         for op in self.block.ops:
-            yield from op.walk()
+            if op.regions:
+                yield from op.walk()
+            else:
+                yield op  # (most ops hold no regions: no nested generator for them)
 
     def values(self) -> Iterator[Value]:
         for op in self.walk():

@@ -147,6 +147,10 @@ class _Printer:
         parts = [indent, "(", ", ".join("%" + r._pname for r in op.results), ') = "', op.name, '"']
         if op.op_id is not None:
             parts.append(f" [id:{op.op_id}]")
+        if not op.operand_keywords and not self.inline_pending:  # the common case, in one join
+            parts.append(" (" + ", ".join(["<<NULL VALUE>>" if v is None else "%" + v._pname  # type: ignore[operator]
+                                           for v in op._operands]) + ")")
+            return self._tail(op, parts)
         kws = dict(op.operand_keywords)
         ops = []
         for i, v in enumerate(op._operands):
@@ -159,6 +163,9 @@ class _Printer:
             else:
                 ops.append(pre + "%" + v._pname)
         parts.append(" (" + ", ".join(ops) + ")")
+        return self._tail(op, parts)
+
+    def _tail(self, op: Operation, parts: list[str]) -> str:
         if op.sig == "none":
             parts.append(" { ")
             return "".join(parts)
@@ -166,7 +173,8 @@ class _Printer:
         # replayed reshard, a layer like the last one): keyed by identity, valid while printing
         attrs = op.attrs
         key = (op.sig, tuple(attrs), tuple(map(id, attrs.values())),
-               tuple(id(r._type) for r in op.results), tuple(id(v._type) if v is not None else 0 for v in op._operands))
+               tuple([id(r._type) for r in op.results]),
+               tuple([id(v._type) if v is not None else 0 for v in op._operands]))
         tail = self.tails.get(key)
         if tail is None:
             t = self._t
