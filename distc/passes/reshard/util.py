@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from ...ir.dist import REDUCE_TYPES, ProcessMesh, TensorDistAttr, layout_name, mesh_text  # noqa: F401 (re-exported)
 from ...ir.dist import merge_meshes as merged_mesh  # noqa: F401 (re-exported: the one reshard-mesh rule)
 
@@ -53,12 +55,17 @@ def sub_mesh_1d(mesh: ProcessMesh, dim: int, rank: int) -> ProcessMesh:
 def split_mesh(mesh: ProcessMesh, dim: int) -> list[ProcessMesh]:
     """Paddle's ``split_mesh`` (numpy ``split`` along ``dim``): ``mesh.shape[dim]`` slices, each of
     size 1 on ``dim`` -- i.e. the groups *across* the other dims, not the 1-D groups along ``dim``."""
-    out = []
-    for i in range(mesh.shape[dim]):
-        ids = [r for r in mesh.process_ids if mesh.coord(r)[dim] == i]
-        shape = tuple(1 if k == dim else s for k, s in enumerate(mesh.shape))
-        out.append(ProcessMesh(shape, tuple(ids)))
-    return out
+    return list(_split_mesh(mesh, dim))
+
+
+@functools.lru_cache(maxsize=1024)
+def _split_mesh(mesh: ProcessMesh, dim: int) -> tuple[ProcessMesh, ...]:
+    # one pass over the ranks (a 512-rank explorer run asks this once per rank and mesh dim)
+    groups: list[list[int]] = [[] for _ in range(mesh.shape[dim])]
+    for r in mesh.process_ids:
+        groups[mesh.coord(r)[dim]].append(r)
+    shape = tuple(1 if k == dim else s for k, s in enumerate(mesh.shape))
+    return tuple(ProcessMesh(shape, tuple(ids)) for ids in groups)
 
 
 def sub_meshes_dim0(mesh: ProcessMesh) -> list[ProcessMesh]:
