@@ -36,3 +36,25 @@ def test_corpus_is_all_there():
     assert len(list((DATA / "corpus/paddle-3.3.1/reshard").glob("*.error.txt"))) == 16
     assert len(list((DATA / "corpus/paddle-3.3.1/stage1").glob("*.ir"))) == 48
     assert len(list((DATA / "corpus/legacy").glob("*.ir"))) == 5
+
+
+def _llm_names():
+    import llmdata
+
+    seen, out = set(), []
+    for name, (h, _) in sorted(llmdata.manifest().items()):
+        if name.endswith(".ir") and h not in seen:  # each distinct stored program once
+            seen.add(h)
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", _llm_names())
+def test_roundtrip_llm(name):
+    # the LLaMA programs (the corpus's llm/ files and the generated ranks), stored gzipped
+    import llmdata
+
+    s = llmdata.text(name)
+    prog = distc.parse(s, name)
+    assert str(prog) == s
+    assert print_program(prog, canonical=True) == s
