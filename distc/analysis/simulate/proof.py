@@ -18,6 +18,15 @@ from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
 
 
+
+def _file(report: StepReport, e: SimulationError, d: Divergence) -> StepReport:
+    """File a simulation failure in ``report``: an op without a kernel is not a verdict."""
+    if isinstance(e, NoKernel):
+        report.no_kernel = d
+    else:
+        report.divergence = d
+    return report
+
 def _role(op: Operation) -> int:
     r = attr(op, "op_role", 0)
     return int(r) if r is not None else 0
@@ -86,11 +95,7 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
         if d.filename is None and e.op is not None:
             d.filename = next((f for r, f in files.items() if e.op in set(programs[r].ops)), None) \
                 if not serial_run else serial.filename
-        if isinstance(e, NoKernel):
-            report.no_kernel = d
-        else:
-            report.divergence = d
-        return report
+        return _file(report, e, d)
 
     try:
         sv = simulate_serial(serial, inputs, progress=progress, seed=seed)
@@ -148,11 +153,7 @@ def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, see
     except SimulationError as e:
         d = Divergence(e.rank, e.op, e.message,
                        filename=programs[e.rank].filename if e.rank in programs else serial.filename)
-        if isinstance(e, NoKernel):
-            report.no_kernel = d
-        else:
-            report.divergence = d
-        return report
+        return _file(report, e, d)
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
     want = sv.get_value(rs.results[0])
     found = {}
@@ -196,8 +197,7 @@ def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Ma
     except SimulationError as e:
         d = Divergence(e.rank, e.op, e.message,
                        filename=programs[e.rank].filename if e.rank in programs else serial.filename)
-        setattr(report, "no_kernel" if isinstance(e, NoKernel) else "divergence", d)
-        return report
+        return _file(report, e, d)
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
     cmp = Compare(report)
     rstate = {r: step_state(p) for r, p in programs.items()}

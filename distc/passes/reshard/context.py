@@ -432,3 +432,13 @@ class ReshardContext:
         op = self.insert(ops.CONCAT, [vec, ax], [self.dist_type(shape, elems[0].dtype, rout)], {},
                          self.op_attr(first.mesh, [rins, ax.type.dist], [rout]))
         return op.result
+
+
+def retire(op: Operation, out: Value | None) -> Value | None:
+    """The lowered reshard ``op``'s uses go to ``out`` (if any); ``op`` goes when nothing uses it."""
+    r = op.results[0]
+    if out is not None:
+        r.replace_all_uses_with(out)
+    if not r.uses:
+        op.erase()
+    return out

@@ -22,7 +22,7 @@ from ...syntax.diagnostics import DiagnosticError
 from . import registry
 from ...dialects import ops
 from ...dialects.collectives import Collective
-from .context import Decline, ReshardContext
+from .context import Decline, ReshardContext, retire
 from .groups import RingAllocator
 from .replay import Replayer
 from .util import describe, mesh_text
@@ -171,11 +171,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
         raise no_function_error(op, src, dst, reasons)
     result.steps.append(ReshardStep(src, dst, chosen.name, op.loc, [o.name for o in ctx.created], reasons,
                                     chosen.paddle, list(ctx.fixes)))
-    if out is not None:
-        r.replace_all_uses_with(out)
-    if not r.uses:
-        op.erase()
-    return out
+    return retire(op, out)
 
 
 def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=(),

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir.core import Operation
-from .context import ReshardContext
+from .context import ReshardContext, retire
 
 _X = -1  # operand reference: the reshard's input
 
@@ -139,9 +139,4 @@ class Replayer:
             loc = op.loc
             result.records.extend(replace(r, line=loc[0] if loc else None) for r in t.records)
             result.steps.append(replace(t.step, loc=loc))
-        r = op.results[0]
-        if out is not None:
-            r.replace_all_uses_with(out)
-        if not r.uses:
-            op.erase()
-        return out
+        return retire(op, out)
