@@ -8,7 +8,8 @@ import sys
 import click
 
 from . import __version__
-from .driver import check_output, err_console, load, load_inputs, parse_text, read_text, reporting, write_output
+from .driver import (check_output, err_console, load, load_inputs, parse_text, program_option, read_text, reporting,
+                     write_output)
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse_programs
 from .syntax.printer import print_program
@@ -60,8 +61,7 @@ def main() -> None:
 @click.option("-o", "--output", default=None, help="write here instead of stdout (one input only)")
 @click.option("--check", is_flag=True, help="exit 1 with a diff if printing would change a file")
 @click.option("--canonical", is_flag=True, help="print every op anew instead of keeping source lines")
-@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
-              help="print only the K-th program of files holding several (1 = first)")
+@program_option("print only the K-th program of files holding several (1 = first)")
 def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool, program: int | None) -> None:
     """Parse FILES and print them back (byte for byte for Paddle's own dumps; files holding
     several programs, such as GLOG logs, print back whole)."""
@@ -107,8 +107,7 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
 @click.option("--print-ir-after-all", is_flag=True, help="print the program after each pass on stderr")
 @click.option("--json", "as_json", is_flag=True,
               help="pass timings, collectives and decisions as one line of JSON on stderr")
-@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
-              help="the K-th program of a file holding several (1 = first)")
+@program_option("the K-th program of a file holding several (1 = first)")
 def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_verify_each: bool,
         print_ir_after_all: bool, as_json: bool, program: int | None) -> None:
     """Run a pass pipeline over FILE (mlir-opt style)."""

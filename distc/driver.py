@@ -356,3 +356,8 @@ def _child(item, work, w: int) -> None:
         view = view[n:]
     os.close(w)
     os._exit(0)
+
+
+def program_option(help: str):
+    """``--program K``: which program of a file holding several (GLOG logs, ``--all-ranks`` output)."""
+    return click.option("--program", type=click.IntRange(min=1), default=None, metavar="K", help=help)

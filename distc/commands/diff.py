@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..driver import err_console, load, read_text, reporting, write_output
+from ..driver import err_console, load, program_option, read_text, reporting, write_output
 from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
@@ -38,9 +38,8 @@ Examples:
               help="the rank the summary counts for (default: from a file name like main.r3.ir, "
                    "else the lowest rank of the first mesh)")
 @click.option("--no-summary", is_flag=True, help="no collectives/memory summary")
-@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
-              help="compare the K-th program of each file (files holding several, e.g. GLOG logs or "
-                   "reshard --all-ranks output; default: each program with the one in the same place)")
+@program_option("compare the K-th program of each file (files holding several, e.g. GLOG logs or "
+                "reshard --all-ranks output; default: each program with the one in the same place)")
 @click.option("-q", "--quiet", is_flag=True, help="print nothing; only the exit status")
 def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...], as_json: bool,
             rank: int | None, no_summary: bool, program: int | None, quiet: bool) -> None:

@@ -18,7 +18,7 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import (Staged, check_output, check_pattern, err_console, read_text, reporting, write_file,
+from ..driver import (Staged, check_output, check_pattern, err_console, program_option, read_text, reporting, write_file,
                       write_output)
 from ..syntax.diagnostics import DiagnosticError
 from . import reshard_report as report
@@ -92,8 +92,7 @@ def _output_path(out: str, rank: int) -> str:
 @click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes per rank, decisions) as one line of JSON on stderr")
-@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
-              help="the K-th program of a file holding several, e.g. a GLOG log (1 = first)")
+@program_option("the K-th program of a file holding several, e.g. a GLOG log (1 = first)")
 def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype,
             paddle_only, coshard, verify, explain, quiet, as_json, program) -> None:
     """Lower dist_op.reshard ops for a rank as Paddle 3.3.1 does, or explore one reshard.

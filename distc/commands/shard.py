@@ -21,7 +21,7 @@ import click
 
 from ..analysis.cost import collectives_in
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import check_output, check_pattern, err_console, load, read_text, reporting, write_output
+from ..driver import check_output, check_pattern, err_console, load, program_option, read_text, reporting, write_output
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
@@ -143,8 +143,7 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
               "prove them against MAIN with the simulator (see distc verify); nothing is written if they differ")
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
-@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
-              help="MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
+@program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,

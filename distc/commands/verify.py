@@ -20,7 +20,7 @@ from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
 from ..analysis.simulate.step import StepReport, is_comm
-from ..driver import err_console, load, reporting
+from ..driver import err_console, load, program_option, reporting
 from ..ir.core import Program
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -123,8 +123,7 @@ def _pattern(ctx, param, value):
 @click.option("--rtol", type=click.FloatRange(min=0), default=1e-6, show_default=True, help="relative tolerance")
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-8, show_default=True, help="absolute tolerance")
 @click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
-@click.option("--program", type=click.IntRange(min=1), default=None, metavar="K",
-              help="SERIAL's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
+@program_option("SERIAL's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(serial: str, pattern: str, startup: str | None, startup_ranks: str | None, seed: int,
             rtol: float, atol: float, as_json: bool, program: int | None) -> None:
     """Prove that the per-rank programs compute the serial (global-view) training step.

@@ -19,6 +19,11 @@ from ...ir.types import DistTensorType
 
 
 
+def _where(e: SimulationError, programs: Mapping[int, Program], serial: Program) -> str | None:
+    """The file of the rank program a failure happened in, else the serial program's."""
+    return programs[e.rank].filename if e.rank in programs else serial.filename
+
+
 def _file(report: StepReport, e: SimulationError, d: Divergence) -> StepReport:
     """File a simulation failure in ``report``: an op without a kernel is not a verdict."""
     if isinstance(e, NoKernel):
@@ -151,9 +156,7 @@ def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, see
         sv = simulate_serial(serial, inputs, progress=progress, seed=seed)
         rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
     except SimulationError as e:
-        d = Divergence(e.rank, e.op, e.message,
-                       filename=programs[e.rank].filename if e.rank in programs else serial.filename)
-        return _file(report, e, d)
+        return _file(report, e, Divergence(e.rank, e.op, e.message, filename=_where(e, programs, serial)))
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
     want = sv.get_value(rs.results[0])
     found = {}
@@ -195,9 +198,7 @@ def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Ma
         sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True, seed=seed)
         rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True, layouts=layouts)
     except SimulationError as e:
-        d = Divergence(e.rank, e.op, e.message,
-                       filename=programs[e.rank].filename if e.rank in programs else serial.filename)
-        return _file(report, e, d)
+        return _file(report, e, Divergence(e.rank, e.op, e.message, filename=_where(e, programs, serial)))
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
     cmp = Compare(report)
     rstate = {r: step_state(p) for r, p in programs.items()}
