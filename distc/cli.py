@@ -8,8 +8,8 @@ import sys
 import click
 
 from . import __version__
-from .driver import (check_output, err_console, load, load_inputs, parse_text, program_option, read_text, reporting,
-                     write_output)
+from .driver import (check_output, err_console, error_doc, json_requested, load, load_inputs, parse_text,
+                     print_error_json, program_option, read_text, reporting, write_output)
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse_programs
 from .syntax.printer import print_program
@@ -41,6 +41,18 @@ class _Group(click.Group):
         from .commands import load
 
         return super().get_command(ctx, name) or load(name)
+
+    def invoke(self, ctx: click.Context):
+        """A usage error of a command given ``--json`` is also one JSON object on stdout."""
+        state = vars(ctx)  # click 8.2+ keeps the command's name in _protected_args, 8.1 in protected_args
+        args = [*state.get("_protected_args", state.get("protected_args", ())), *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            if args and json_requested(args[1:], self.get_command(ctx, args[0])):
+                print_error_json(error_doc("usage" if e.exit_code == 2 else "input", e.exit_code, e.format_message()),
+                                 args[0])
+            raise
 
 
 @click.group(cls=_Group, context_settings=CONTEXT, epilog=EXIT_STATUS)

@@ -154,33 +154,72 @@ def _mode_for(real: str) -> int:
     return 0o666 & ~umask
 
 
+# ------------------------------------------------------------------ errors, as text and as JSON
+def error_doc(kind: str, code: int, message: str, file: str | None = None, line: int | None = None,
+              col: int | None = None, notes: list[str] | None = None, text: str | None = None) -> dict:
+    """What ``--json`` prints on stdout when a command fails before it could report: ``kind`` is
+    ``input`` (exit 1), ``output`` (exit 1), ``usage`` (exit 2) or ``internal`` (exit 70)."""
+    return {"status": "error", "kind": kind, "exit": code, "file": file, "line": line, "col": col,
+            "message": message, "notes": list(notes or []), "error": text or message}
+
+
+def diagnostic_doc(e: DiagnosticError) -> dict:
+    return error_doc("input", 1, e.message, e.filename, e.line, e.col if e.line is not None else None,
+                     e.notes, e.render())
+
+
+def print_error_json(doc: dict, command: str | None = None) -> None:
+    import json
+
+    try:
+        sys.stdout.write(json.dumps({"command": command, **doc} if command else doc) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+
+
+def json_requested(args: list[str], command: click.Command | None) -> bool:
+    """Whether a command line asks for ``--json`` (raw arguments: also when they do not parse)."""
+    if command is None or not any("--json" in getattr(p, "opts", ()) for p in command.params):
+        return False
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def fail(text: str, code: int, doc: dict) -> None:
+    """Report an error (``text`` on stderr; ``doc`` on stdout under ``--json``) and exit ``code``."""
+    err_console().print(text, markup=False)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.params.get("as_json"):
+        print_error_json(doc, ctx.info_name)
+    sys.exit(code)
+
+
 @contextmanager
 def reporting() -> Iterator[None]:
-    """Turn diagnostics into ``file:line:col: error:`` + exit 1, anything else into exit 70."""
+    """Turn diagnostics into ``file:line:col: error:`` + exit 1, anything else into exit 70; under
+    the command's ``--json`` also one JSON object on stdout (:func:`error_doc`)."""
     try:
         yield
     except DiagnosticError as e:
-        err_console().print(e.render(), markup=False)
-        sys.exit(1)
+        fail(e.render(), 1, diagnostic_doc(e))
+    except WorkerFailed as e:
+        fail(e.message, e.code, e.doc)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
         raise
     except BrokenPipeError:
         sys.exit(0)
     except MemoryError:
-        err_console().print("error: out of memory (a smaller --shape or mesh?)", markup=False)
-        sys.exit(1)
+        msg = "error: out of memory (a smaller --shape or mesh?)"
+        fail(msg, 1, error_doc("input", 1, msg[7:], text=msg))
     except OSError as e:  # an output that cannot be written, a disk that is full ...
         name = getattr(e, "filename", None)
-        err_console().print(f"{name + ': ' if name else ''}error: {e.strerror or e}", markup=False)
-        sys.exit(1)
+        msg = f"{name + ': ' if name else ''}error: {e.strerror or e}"
+        fail(msg, 1, error_doc("output", 1, str(e.strerror or e), name, text=msg))
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
-        con = err_console()
-        con.print(f"distc: internal error: {type(e).__name__}: {e}", markup=False)
-        if os.environ.get("DISTC_DEBUG"):
-            con.print(traceback.format_exc(), markup=False)
-        else:
-            con.print("(set DISTC_DEBUG=1 for the traceback; please report this)", markup=False)
-        sys.exit(70)
+        msg = f"distc: internal error: {type(e).__name__}: {e}"
+        hint = (traceback.format_exc() if os.environ.get("DISTC_DEBUG")
+                else "(set DISTC_DEBUG=1 for the traceback; please report this)")
+        fail(msg + "\n" + hint, 70, error_doc("internal", 70, msg[7:], text=msg))
 
 
 # ------------------------------------------------------------------ many outputs, forked workers
@@ -231,11 +270,12 @@ def write_file(path: str, text: str) -> None:
 
 class WorkerFailed(Exception):
     """A forked worker failed: ``item`` names it, ``message`` is its rendered error, ``code`` the
-    exit status it asks for (1: a diagnostic, 70: an internal error)."""
+    exit status it asks for (1: a diagnostic, 70: an internal error), ``doc`` its :func:`error_doc`."""
 
-    def __init__(self, item: object, message: str, code: int) -> None:
+    def __init__(self, item: object, message: str, code: int, doc: dict | None = None) -> None:
         super().__init__(message)
         self.item, self.message, self.code = item, message, code
+        self.doc = doc or error_doc("internal" if code == 70 else "input", code, message)
         self.others: list = []  # other items that failed as well
 
 
@@ -259,7 +299,7 @@ def fork_each(items: list, work, jobs: int) -> dict:
             try:
                 out[it] = work(it)
             except DiagnosticError as e:
-                raise WorkerFailed(it, e.render(), 1) from None
+                raise WorkerFailed(it, e.render(), 1, diagnostic_doc(e)) from None
         return out
     sys.stdout.flush()
     sys.stderr.flush()
@@ -305,7 +345,8 @@ def fork_each(items: list, work, jobs: int) -> dict:
                 if kind == "ok":
                     results[it] = payload
                 else:
-                    failures.append(WorkerFailed(it, payload, code))
+                    text, doc = payload if isinstance(payload, tuple) else (payload, None)
+                    failures.append(WorkerFailed(it, text, code, doc))
     except BaseException:
         import signal
 
@@ -335,12 +376,13 @@ def _child(item, work, w: int) -> None:
     try:
         out = ("ok", work(item), 0)
     except DiagnosticError as e:
-        out = ("error", e.render(), 1)
+        out = ("error", (e.render(), diagnostic_doc(e)), 1)
     except MemoryError:
         out = ("error", "error: out of memory", 1)
     except OSError as e:
         name = getattr(e, "filename", None)
-        out = ("error", f"{name + ': ' if name else ''}error: {e.strerror or e}", 1)
+        msg = f"{name + ': ' if name else ''}error: {e.strerror or e}"
+        out = ("error", (msg, error_doc("output", 1, str(e.strerror or e), name, text=msg)), 1)
     except BaseException as e:  # noqa: BLE001 - reported by the parent, never a bare traceback
         msg = f"internal error: {type(e).__name__}: {e}"
         if os.environ.get("DISTC_DEBUG"):

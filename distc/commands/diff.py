@@ -8,8 +8,7 @@ import sys
 
 import click
 
-from ..driver import err_console, load, program_option, read_text, reporting, write_output
-from ..syntax.diagnostics import DiagnosticError
+from ..driver import load, program_option, read_text, reporting, write_output
 
 EPILOG = """\b
 Exit status:
@@ -51,13 +50,7 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
     if quiet and as_json:
         raise click.UsageError("--quiet prints nothing; drop --json")
     with reporting():
-        try:
-            progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
-        except DiagnosticError as e:
-            err_console().print(e.render(), markup=False)
-            if as_json:
-                print(json.dumps({"status": "error", "error": str(e)}))
-            sys.exit(1)
+        progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
         equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
                                no_summary, quiet)
         if not quiet:

@@ -10,7 +10,6 @@ failing rank is named and nothing is written.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable
 
 import click
@@ -120,9 +119,10 @@ def run_ranks(sh, ranks: list[int], jobs: int | None, output: str, startup_out: 
     except WorkerFailed as e:
         staged.discard()
         also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
-        err_console().print(f"distc shard: rank {e.item} failed{also}; no output written", markup=False)
-        err_console().print(e.message, markup=False)
-        sys.exit(e.code)
+        head = f"distc shard: rank {e.item} failed{also}; no output written"
+        e.message = head + "\n" + e.message
+        e.doc = {**e.doc, "rank": e.item, "notes": [*e.doc.get("notes", []), head]}
+        raise
     except BaseException:
         staged.discard()
         raise

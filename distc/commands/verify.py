@@ -98,6 +98,7 @@ def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool =
     if as_json:
         doc = {name: r.as_dict() for name, r in reports}
         doc["exit"] = status
+        doc["status"] = {0: "equal", 1: "diverged", EXIT_NO_KERNEL: "no-kernel"}.get(status, "error")
         click.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
     else:
         for name, r in reports:
