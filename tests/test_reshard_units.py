@@ -11,7 +11,7 @@ from distc.passes.reshard import (
     ReshardFunction, RingAllocator, candidates, choose, functions, lower_program, lower_reshard,
     reshard_function, unregister,
 )
-from distc.passes.reshard import spmd
+from distc.dialects import spmd
 from distc.passes.reshard.explore import build_program, make_mesh, parse_placements
 from distc.passes.reshard.util import hash_map_order, layout_name, split_mesh, sub_mesh_1d, sub_mesh_dim
 from distc.syntax.diagnostics import DiagnosticError
@@ -184,8 +184,8 @@ def test_extra_function_registration_and_refusal_fallthrough():
 
         def reshard(self, ctx, src, dst, value, dst_type):  # never reached for 4x8
             calls.append("refuses")
-            out = ctx.assign(value)
-            ctx.retype(out, dst_type)
+            out = ctx.api.assign(value)
+            ctx.api.retype(out, dst_type)
             return out
 
     @reshard_function(priority=6, name="test_s_to_p")
@@ -195,8 +195,8 @@ def test_extra_function_registration_and_refusal_fallthrough():
 
         def reshard(self, ctx, src, dst, value, dst_type):
             calls.append("s_to_p")
-            out = ctx.assign(value)
-            ctx.retype(out, dst_type)
+            out = ctx.api.assign(value)
+            ctx.api.retype(out, dst_type)
             return out
 
     try:

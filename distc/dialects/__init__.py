@@ -6,7 +6,10 @@
   ``c_allgather``, ``c_reducescatter`` and today's ``all_reduce``, ``all_gather`` ...), their
   kinds, and the one :class:`~.collectives.Collective` record with its byte model;
 * :mod:`.optimizers` -- the optimizer signature table (operand roles per op and arity) and the
-  in-place map (which result updates which operand).
+  in-place map (which result updates which operand);
+* :mod:`.spmd` -- the SPMD rules of the plain ops Paddle's API builds (transpose, reshape, split,
+  concat): the dist attrs Paddle infers for them;
+* :mod:`.partial_order` -- the order Paddle prints the partial dims of an attr it builds.
 
 It imports only ``distc.ir``; ``analysis`` and ``passes`` import it and not each other.
 """

@@ -31,8 +31,8 @@ from ..ir.core import Block, Operation, Program, Value
 from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
-from .sharding_util import (chunk_id_of, dist_of, fail, make_reshard, op_role_attr, persistable,
-                            stop_gradient)
+from .paddle_api import PaddleAPI
+from .sharding_util import chunk_id_of, dist_of, fail, op_role_attr, persistable
 
 # Paddle's partition_skip_op_list
 SKIP_OPS = {
@@ -53,6 +53,7 @@ def _nonempty(e) -> bool:
 class _Partitioner:
     def __init__(self, prog: Program, ctx: PassContext) -> None:
         self.mk = Maker(prog.style)
+        self.style = prog.style
         self.ctx = ctx
         self.inserted = 0
 
@@ -77,12 +78,14 @@ class _Partitioner:
             self.results(op)
 
     # -- reshard helpers ---------------------------------------------------------------------
+    def api(self, at: InsertPoint, op: Operation) -> PaddleAPI:
+        """Paddle's API at ``at``, under ``op``'s role guard; diagnostics about what it builds
+        point at ``op``."""
+        return PaddleAPI(self.style, at, op_role=op_role_attr(op), loc=op.loc)
+
     def _reshard(self, cur: InsertPoint, src: Value, dst: TensorDistAttr, op: Operation) -> Value:
-        r = make_reshard(self.mk, src, dst, op_role_attr(op))
-        r.loc = op.loc  # diagnostics about this reshard point at the op it serves
-        cur.insert(r)
         self.inserted += 1
-        return r.result
+        return self.api(cur, op).reshard(src, dst)
 
     # -- 1. in-place values ------------------------------------------------------------------
     def inplace(self, op: Operation) -> None:
@@ -114,8 +117,7 @@ class _Partitioner:
             # reshard the output back and assign it into the persistable value
             cur = InsertPoint.after(op)
             rv1 = self._reshard(cur, result, pd, op)
-            assign = self._assign_out(op, rv1, prev)
-            cur.insert(assign)
+            self.api(cur, op).assign_out_(rv1, prev, chunk_id_of(op))
             if old == want_out:
                 continue
             rv2 = rv1
@@ -125,22 +127,6 @@ class _Partitioner:
             assert rv1.owner is not None and rv2.owner is not None
             rv1.owner.set_operand(0, result)
             rv2.owner.set_operand(0, result)
-
-    def _assign_out(self, op: Operation, x: Value, out: Value) -> Operation:
-        """``assign_out_(x, out)`` as Paddle's API builds it under the op's role guard."""
-        xd, od = dist_of(x), dist_of(out)
-        assert xd is not None and od is not None
-        od_attr = self.mk.op_dist(od.mesh, [xd, od], [xd])
-        if od_attr.chunk_id is not None:
-            od_attr = od_attr.with_(chunk_id=chunk_id_of(op))
-        attrs: dict = {"op_dist_attr": od_attr}
-        role = op_role_attr(op)
-        if role is not None:
-            attrs["op_role"] = role
-        assert out.type is not None
-        t = out.type
-        assert isinstance(t, DistTensorType)
-        return self.mk.op(ops.ASSIGN_OUT_, [x, out], [t.with_dist(self.mk.restyle(xd))], attrs)  # type: ignore[arg-type]
 
     # -- 2. operands -------------------------------------------------------------------------
     def operands(self, op: Operation) -> None:
@@ -192,14 +178,7 @@ class _Partitioner:
                 vals.append(v)
             else:
                 vals.append(self._single(op, v, a))
-        attrs: dict = {"stop_gradient": self.mk.bools([all(stop_gradient(v) for v in vals)])}
-        role = op_role_attr(op)
-        if role is not None:
-            attrs["op_role"] = role
-        new = self.mk.op(ops.COMBINE, vals, [VectorType(tuple(v.type for v in vals if v is not None))],
-                         attrs)
-        InsertPoint.before(op).insert(new)
-        return new.result
+        return self.api(InsertPoint.before(op), op).combine(vals)
 
     # -- 3. results --------------------------------------------------------------------------
     def results(self, op: Operation) -> None:

@@ -38,7 +38,8 @@ from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map: re-e
 from .base import ModulePass, PassContext, register
 from .zero3 import local_state_shapes, shard_parameters
 from .zero_clip import detect_amp, reshard_grads_before_clip
-from .sharding_util import dist_of, fail, make_reshard, op_role_attr
+from .paddle_api import PaddleAPI
+from .sharding_util import dist_of, fail, op_role_attr
 
 
 # ------------------------------------------------------------------------------ placements
@@ -341,9 +342,8 @@ class ShardOptimizerPass(ModulePass):
             return
         if t.dist == attr:
             return
-        r = make_reshard(mk, v, attr, op_role_attr(op))
-        InsertPoint.before(op).insert(r)
-        op.set_operand(i, r.result)
+        api = PaddleAPI(mk.style, InsertPoint.before(op), op_role=op_role_attr(op))
+        op.set_operand(i, api.reshard(v, attr))
 
 
 def _paddle_axis(params: list[tuple[Operation, TensorDistAttr]]) -> int:

@@ -31,7 +31,8 @@ from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import REGISTRY, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
-from .sharding_util import fail, make_reshard, persistable, set_persistable
+from .paddle_api import PaddleAPI
+from .sharding_util import fail, persistable, set_persistable
 
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
@@ -87,12 +88,11 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
             src.type = mk.dist_type(st.shape, st.dtype, rep)
         owner = src.owner
         cur = InsertPoint.after(owner) if owner is not None else InsertPoint.at_start(startup.block)
-        r = make_reshard(mk, src, dst)
-        cur.insert(r)
+        r = PaddleAPI(startup.style, cur).reshard(src, dst)
         if persistable(src) and owner is not None:
             set_persistable(src, False)  # type: ignore[arg-type]
             changed.append(op)
-        op.set_operand(0, r.result)
+        op.set_operand(0, r)
         if notes is not None:
             notes.append(f"shard-startup: '{name}' initialised at {list(t.shape)}, kept as "
                          f"{list(local)} ({''.join(p.short() for p in dst.placements)})")

@@ -1,14 +1,12 @@
 """What the ZeRO passes (shard-optimizer, partition, shard-startup, remove-other-rank,
-dist-to-dense) share: value properties Paddle keeps in op attributes, and building
-``dist_op.reshard`` ops the way ``paddle._C_ops.reshard_v2`` does."""
+dist-to-dense) share: value properties Paddle keeps in op attributes, located failures.  (Ops,
+``dist_op.reshard`` included, are built through :mod:`.paddle_api`.)"""
 
 from __future__ import annotations
 
-from ..dialects import ops
 from ..ir import attrs as A
-from ..ir.builder import Maker
 from ..ir.core import BlockArgument, Operation, OpResult, Value
-from ..ir.dist import TensorDistAttr, merge_meshes
+from ..ir.dist import TensorDistAttr
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 
@@ -90,23 +88,6 @@ def chunk_id_of(op: Operation) -> int:
     if d is not None and d.chunk_id is not None:
         return d.chunk_id
     return -1
-
-
-# ------------------------------------------------------------------------------ reshard ops
-def make_reshard(mk: Maker, src: Value, dst: TensorDistAttr, role=None) -> Operation:
-    """``dist_op.reshard(src) -> dst`` (not inserted).  ``role`` is the op_role attribute to
-    carry (Paddle builds reshards under ``pir_op_role_guard`` of the op they serve)."""
-    st = src.type
-    if not isinstance(st, DistTensorType):
-        raise fail(None, f"cannot reshard a value of non-distributed type {st}")
-    dst = mk.restyle(dst)  # type: ignore[assignment]
-    attrs: dict = {
-        "op_dist_attr": mk.op_dist(merge_meshes(st.dist.mesh, dst.mesh), [st.dist], [dst]),
-        "stop_gradient": mk.bools([stop_gradient(src)]),
-    }
-    if role is not None:
-        attrs["op_role"] = role
-    return mk.op(ops.RESHARD, [src], [mk.dist_type(st.shape, st.dtype, dst)], attrs)
 
 
 def is_distributed(prog) -> bool:

@@ -22,7 +22,8 @@ from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
-from .sharding_util import dist_of, make_reshard, op_role_attr
+from .paddle_api import PaddleAPI
+from .sharding_util import dist_of, op_role_attr
 
 LOW_PRECISION = ("bf16", "f16", "bfloat16", "float16")
 
@@ -91,7 +92,7 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
             g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
             r = g
         else:
-            r = cur.insert(make_reshard(mk, g, want, op_role_attr(norm))).result
+            r = PaddleAPI(mk.style, cur, op_role=op_role_attr(norm)).reshard(g, want)
         for op in (norm, mul):
             for i, v in enumerate(op.operands):
                 if v is g:

@@ -58,13 +58,15 @@ Put it in a module ``distc/passes/reshard/x_<name>.py`` (imported automatically)
             ...                                       # insert ops through ctx
             return new_value                          # replaces the reshard's result (or None)
 
-``ctx`` is a :class:`~.context.ReshardContext`: ``ctx.rank``, ``ctx.ring(ranks)`` (ring ids),
-``ctx.tattr(mesh, dims_mapping, partial)`` / ``ctx.op_attr(mesh, operands, results)`` /
-``ctx.cvt(value_or_type, attr[, shape])`` (styled dist attrs and types), op builders mirroring
+``ctx`` is a :class:`~.context.ReshardContext` (the lowering state: ``ctx.rank``,
+``ctx.ring(ranks)``, ``ctx.note(text)``, ``ctx.fix(text)``) and ``ctx.api`` the
+:class:`~distc.passes.paddle_api.PaddleAPI` in front of the reshard op, which builds every op:
+``ctx.api.tattr(mesh, dims_mapping, partial)`` / ``ctx.api.op_attr(mesh, operands, results)`` /
+``ctx.api.cvt(value_or_type, attr[, shape])`` (styled dist attrs and types), op builders mirroring
 Paddle's API (``all_gather``, ``all_reduce``, ``reduce_scatter``, ``all_to_all``, ``broadcast``,
 ``send_v2``, ``recv_v2``, ``slice``, ``split``, ``split_with_num``, ``concat``, ``transpose``,
-``reshape``, ``full``, ``assign``, ``share_data_``, ``reshard_v2``), ``ctx.retype(value, type)``,
-``ctx.set_dist(value_or_op, op_dist_attr)``, ``ctx.note(text)``; Paddle's functions are building
+``reshape``, ``full``, ``assign``, ``share_data_``, ``reshard``), ``ctx.api.retype(value, type)``,
+``ctx.api.set_dist(value_or_op, op_dist_attr)``; Paddle's functions are building
 blocks too (``from .s_to_r import S_TO_R`` then ``S_TO_R.reshard(ctx, ...)``; also ``P_TO_R``,
 ``R_TO_S``, ``ND_MESH``, ``SAME_STATUS``).  When no function is left the reshard fails with a
 located error naming both layouts and every refusal.  Paddle's functions refuse exactly where

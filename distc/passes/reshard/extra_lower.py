@@ -52,7 +52,7 @@ class Lowerer(PieceOps):
         self.cur[k] = Placement("R")
         after = self.attr(self.cur)
         if p == 1:
-            out = ctx.share_data_(self.value)
+            out = ctx.api.share_data_(self.value)
             self.value = self.put(out, self.local, after)
             return
         c = (n + p - 1) // p
@@ -66,7 +66,7 @@ class Lowerer(PieceOps):
             z = self.full(pad, 0.0, before)
             loc[axis] = c
             x = self.concat([x, z], axis, loc, before)
-        gathered = ctx.all_gather(x, group, p)
+        gathered = ctx.api.all_gather(x, group, p)
         gl = list(loc)
         gl[0] *= p
         gattr = self.sub_attr(sub)
@@ -78,7 +78,7 @@ class Lowerer(PieceOps):
         if even and axis == 0 and order == list(range(p)):
             self.value = gathered
         elif even:
-            vec = ctx.split_with_num(gathered, p, 0)
+            vec = ctx.api.split_with_num(gathered, p, 0)
             pl = list(loc)
             vec.type = VectorType(tuple(self.type_for(pl, after) for _ in range(p)))
             if order == list(range(p)):
@@ -131,7 +131,7 @@ class Lowerer(PieceOps):
         out_local[axis] = n
         x = self.concat(parts, axis, out_local, after) if len(parts) > 1 else None
         if x is None:
-            x = self.ctx.assign(parts[0])
+            x = self.ctx.api.assign(parts[0])
             self.put(x, out_local, after)
             self.dist_of(x, self.mesh, [before], [after])
         self.local = out_local
@@ -143,7 +143,7 @@ class Lowerer(PieceOps):
         sub, group = self.sub(k)
         self.cur[k] = Placement("R")
         after = self.attr(self.cur)
-        out = self.ctx.all_reduce(self.value, group, reduce)
+        out = self.ctx.api.all_reduce(self.value, group, reduce)
         self.put(out, self.local, after)
         self.dist_of(out, sub, [self.sub_attr(sub, reduce=reduce)], [self.sub_attr(sub)])
         self.value = out
@@ -176,14 +176,14 @@ class Lowerer(PieceOps):
             x = self.concat([x, z], 0, loc, tattr)
         order = [group.index(r) for r in sub.process_ids]
         if order != list(range(p)):  # chunk j of the input goes to group position j
-            vec = ctx.split_with_num(x, p, 0)
+            vec = ctx.api.split_with_num(x, p, 0)
             cl = list(loc)
             cl[0] = c
             vec.type = VectorType(tuple(self.type_for(cl, tattr) for _ in range(p)))
             chunks = self.unpack(vec)
             inv = {j: i for i, j in enumerate(order)}
             x = self.concat([chunks[inv[j]] for j in range(p)], 0, loc, tattr)
-        out = ctx.reduce_scatter(x, group, p)
+        out = ctx.api.reduce_scatter(x, group, p)
         self.cur[k] = Placement("S", axis)
         after = self.attr(self.cur)
         rl = list(loc)
@@ -225,9 +225,9 @@ class Lowerer(PieceOps):
         after = self.attr(self.cur)
         root = sub.process_ids[0]
         if reduce in ("SUM", "PRODUCT") and self.rank != root:
-            out = self.ctx.full(list(self.local), 0.0 if reduce == "SUM" else 1.0, self.dtype)
+            out = self.ctx.api.full(list(self.local), 0.0 if reduce == "SUM" else 1.0, self.dtype)
         else:
-            out = self.ctx.assign(self.value)
+            out = self.ctx.api.assign(self.value)
         self.put(out, self.local, after)
         self.dist_of(out, sub, [self.sub_attr(sub)], [self.sub_attr(sub, reduce=reduce)])
         self.value = out
@@ -240,7 +240,7 @@ class Lowerer(PieceOps):
         after = self.attr(self.cur)
         lo, hi = self.bounds(dims, axis)
         if (lo, hi) == (0, self.shape[axis]):
-            out = self.ctx.share_data_(self.value)
+            out = self.ctx.api.share_data_(self.value)
             self.value = self.put(out, self.local, after)
             return
         loc = list(self.local)
@@ -315,15 +315,15 @@ class Lowerer(PieceOps):
             raise AssertionError(f"internal: could not reach {dst} (at {self.cur})")
         out = self.value
         if out is self.src_value:
-            out = self.ctx.share_data_(out)
-        self.ctx.retype(out, self.dst_type)
+            out = self.ctx.api.share_data_(out)
+        self.ctx.api.retype(out, self.dst_type)
         owner = out.owner
         if owner is not None and owner.dist_attr is not None:
             od = owner.dist_attr
             res = list(od.results)
             if res:
                 res[out.index] = self.dst
-                owner.dist_attr = od.with_(results=tuple(self.ctx.maker.restyle(r) for r in res))
+                owner.dist_attr = od.with_(results=tuple(self.ctx.api.maker.restyle(r) for r in res))
         return out
 
 
@@ -340,7 +340,7 @@ def lower(ctx, src: TensorDistAttr, dst: TensorDistAttr, value, dst_type, *, fun
                 f"no lowering from {describe(src)} to {describe(dst)}: partial reduce type {pl.reduce} "
                 "has no collective", line, col)
     if ctx.rank not in src.mesh.process_ids:
-        return ctx.reshard_v2(value, dst, dst_type)
+        return ctx.api.reshard(value, dst, dst_type)
     lw = Lowerer(ctx, src, dst, value, dst_type)
     out = lw.run()
     why = paddle_problem(src, dst, value.type.shape) or "Paddle's lowering differs"

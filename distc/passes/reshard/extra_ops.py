@@ -25,7 +25,7 @@ class PieceOps:
         self.value = value
         self.local = self.local_of(self.cur)
         self.dst_type = dst_type
-        self.chunk = ctx.chunk_id(value)
+        self.chunk = ctx.api.chunk_id(value)
         self.did: list[str] = []
         self.src_value = value
 
@@ -33,7 +33,7 @@ class PieceOps:
     def attr(self, placements) -> TensorDistAttr:
         """The layout of ``placements`` (co-sharding kept as given placements; its dims mapping
         names the last mesh dim, as Paddle's does)."""
-        return self.ctx.maker.from_placements(self.mesh, list(placements), len(self.shape))
+        return self.ctx.api.maker.from_placements(self.mesh, list(placements), len(self.shape))
 
     def type_for(self, local, attr: TensorDistAttr):
         """A dist type whose local shape on this rank is ``local`` (intermediate values)."""
@@ -41,7 +41,7 @@ class PieceOps:
         for k, pl in enumerate(attr.placements):
             if pl.is_shard():
                 g[pl.dim] *= self.mesh.shape[k]
-        return self.ctx.dist_type(g, self.dtype, attr)
+        return self.ctx.api.dist_type(g, self.dtype, attr)
 
     def dims_of(self, placements, axis: int) -> list[int]:
         """The mesh dims sharding ``axis``, outermost (lowest) first."""
@@ -60,7 +60,7 @@ class PieceOps:
         return out
 
     def put(self, v, local, attr: TensorDistAttr):
-        self.ctx.retype(v, self.type_for(local, attr))
+        self.ctx.api.retype(v, self.type_for(local, attr))
         return v
 
     def sub(self, k: int):
@@ -72,14 +72,14 @@ class PieceOps:
         dm = [-1] * len(self.shape)
         if axis is not None:
             dm[axis] = 0
-        return self.ctx.tattr(sub, dm, {0: reduce} if reduce else {})
+        return self.ctx.api.tattr(sub, dm, {0: reduce} if reduce else {})
 
     def dist_of(self, op_or_value, mesh, operands, results) -> None:
-        self.ctx.set_dist(op_or_value, self.ctx.op_attr(mesh, operands, results, self.chunk))
+        self.ctx.api.set_dist(op_or_value, self.ctx.api.op_attr(mesh, operands, results, self.chunk))
 
     # -- small op helpers ----------------------------------------------------------------------
     def full(self, local, value: float, attr: TensorDistAttr):
-        v = self.ctx.full(list(local), value, self.dtype)
+        v = self.ctx.api.full(list(local), value, self.dtype)
         self.put(v, local, attr)
         self.dist_of(v, self.mesh, [], [attr])
         return v
@@ -87,16 +87,16 @@ class PieceOps:
     def _by_scalar(self, name: str, x, value: float, attrs: dict, attr: TensorDistAttr):
         """``name(x, full([1], value))``: the scalar as a replicated 1-element tensor."""
         ctx = self.ctx
-        s = ctx.full([1], value, self.dtype, place="Place(cpu)")
-        rep = ctx.tattr(self.mesh, [-1])
-        ctx.retype(s, ctx.dist_type([1], self.dtype, rep))
-        ctx.set_dist(s, ctx.op_attr(self.mesh, [], [rep]))
-        op = ctx.insert(name, [x, s], [self.type_for(self.local, attr)], attrs,
-                        ctx.op_attr(self.mesh, [ctx.dist(x), rep], [attr], self.chunk))
+        s = ctx.api.full([1], value, self.dtype, place="Place(cpu)")
+        rep = ctx.api.tattr(self.mesh, [-1])
+        ctx.api.retype(s, ctx.api.dist_type([1], self.dtype, rep))
+        ctx.api.set_dist(s, ctx.api.op_attr(self.mesh, [], [rep]))
+        op = ctx.api.insert(name, [x, s], [self.type_for(self.local, attr)], attrs,
+                        ctx.api.op_attr(self.mesh, [ctx.api.dist(x), rep], [attr], self.chunk))
         return op.result
 
     def scale(self, x, factor: float, attr: TensorDistAttr):
-        m = self.ctx.maker
+        m = self.ctx.api.maker
         return self._by_scalar("pd_op.scale", x, factor, {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)}, attr)
 
     def divide(self, x, divisor: int, attr: TensorDistAttr):
@@ -107,33 +107,33 @@ class PieceOps:
         """``concat`` of a list of values or of a vector value."""
         if isinstance(parts, list) and len(parts) == 1:
             return parts[0]
-        out = self.ctx.concat(parts, axis)
+        out = self.ctx.api.concat(parts, axis)
         self.put(out, local, attr)
         if isinstance(parts, list):
-            in_attrs = tuple(self.ctx.dist(v) for v in parts)
+            in_attrs = tuple(self.ctx.api.dist(v) for v in parts)
         else:
             in_attrs = tuple(e.dist for e in parts.type.elements)
-        self.dist_of(out, self.mesh, [VecDistAttr(in_attrs), self.ctx.tattr(self.mesh, [-1])], [attr])
+        self.dist_of(out, self.mesh, [VecDistAttr(in_attrs), self.ctx.api.tattr(self.mesh, [-1])], [attr])
         return out
 
     def slice(self, x, axes, starts, ends, local, attr: TensorDistAttr):
-        out = self.ctx.slice(x, list(axes), list(starts), list(ends))
+        out = self.ctx.api.slice(x, list(axes), list(starts), list(ends))
         self.put(out, local, attr)
-        self.dist_of(out, self.mesh, [self.ctx.dist(x)], [attr])
+        self.dist_of(out, self.mesh, [self.ctx.api.dist(x)], [attr])
         return out
 
     def unpack(self, vec):
         types = list(vec.type.elements)
-        op = self.ctx.insert("builtin.split", [vec], types)
+        op = self.ctx.api.insert("builtin.split", [vec], types)
         return list(op.results)
 
     def transpose(self, x, perm, local, attr: TensorDistAttr):
-        out = self.ctx.transpose(x, perm)
+        out = self.ctx.api.transpose(x, perm)
         self.put(out, local, attr)
         return out
 
     def attr_perm(self, attr: TensorDistAttr, perm) -> TensorDistAttr:
         if perm is None:
             return attr
-        return self.ctx.tattr(attr.mesh, [attr.dims_mapping[i] for i in perm], attr.printed_partial)
+        return self.ctx.api.tattr(attr.mesh, [attr.dims_mapping[i] for i in perm], attr.printed_partial)
 

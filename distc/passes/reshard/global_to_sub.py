@@ -41,25 +41,25 @@ class GlobalToSubMesh(ReshardFunction):
         from .nd_mesh import ND_MESH
 
         if not is_replicated(src):
-            tmp = ctx.tattr(src.mesh, [-1] * len(src.dims_mapping))
+            tmp = ctx.api.tattr(src.mesh, [-1] * len(src.dims_mapping))
             if src.given is not None and not ctx.paddle_only:  # co-sharded: nested, not by dims mapping
                 from .extra_lower import lower
 
-                value = lower(ctx, src, tmp, value, ctx.cvt(value, tmp), function=self.name)
+                value = lower(ctx, src, tmp, value, ctx.api.cvt(value, tmp), function=self.name)
             else:
-                value = ND_MESH.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+                value = ND_MESH.reshard(ctx, src, tmp, value, ctx.api.cvt(value, tmp))
             src = tmp
         if len(value.uses) == 1 and value.owner is not None:
-            ctx.retype(value, ctx.cvt(value, dst))
+            ctx.api.retype(value, ctx.api.cvt(value, dst))
             prod = value.owner
             od = prod.dist_attr
             if od is not None:
                 results = list(od.results)
                 if value.index < len(results):
-                    results[value.index] = ctx.maker.restyle(dst)
+                    results[value.index] = ctx.api.maker.restyle(dst)
                     prod.dist_attr = od.with_(results=tuple(results))
             return value
-        out = ctx.share_data_(value)
-        ctx.retype(out, dst_type)
-        ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], ctx.chunk_id(value)))
+        out = ctx.api.share_data_(value)
+        ctx.api.retype(out, dst_type)
+        ctx.api.set_dist(out, ctx.api.op_attr(src.mesh, [src], [dst], ctx.api.chunk_id(value)))
         return out

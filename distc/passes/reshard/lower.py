@@ -56,6 +56,7 @@ class Lowering:
     records: list[Collective] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     steps: list[ReshardStep] = field(default_factory=list)
+    attrs: dict = field(default_factory=dict, repr=False)  # the dist attrs built so far (one object each)
 
 
 def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
@@ -72,7 +73,7 @@ def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
 
 # ------------------------------------------------------------------------------------ decompose
 def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
-              notes: list[str] | None = None, coshard: bool = False) -> None:
+              notes: list[str] | None = None, coshard: bool = False, cache: dict | None = None) -> None:
     """(``coshard``: placements as given count, ``[S0, S0]`` is not ``[R, S0]``.)"""
     for op in list(block.ops):
         if op.name != RESHARD:
@@ -83,14 +84,14 @@ def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
             continue
         differ = a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()
         if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and differ:
-            ctx = ReshardContext(prog, op, rank, rings)
-            mid = ctx.tattr(b.mesh, a.dims_mapping, a.printed_partial)
+            ctx = ReshardContext(prog, op, rank, rings, cache=cache)
+            ctx.api.loc = op.loc
+            mid = ctx.api.tattr(b.mesh, a.dims_mapping, a.printed_partial)
             if coshard and a.given is not None:
                 mid = mid.with_(given=a.given)
-            v = ctx.reshard_v2(x, mid)
-            w = ctx.reshard_v2(v, b)
-            for o in ctx.created:
-                o.loc = op.loc
+            v = ctx.api.reshard(x, mid)
+            w = ctx.api.reshard(v, b)
+            for o in ctx.api.created:
                 _ORIGIN[o] = _ORIGIN.get(op, (a, b))
             if notes is not None:
                 where = f"line {op.loc[0]}: " if op.loc else ""
@@ -153,7 +154,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
         op.erase()
         result.steps.append(ReshardStep(src, dst, "(same layout: removed)", op.loc))
         return x
-    ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes)
+    ctx = ReshardContext(prog, op, rank, rings, records=result.records, notes=result.notes, cache=result.attrs)
     ctx.layouts = (src, dst)
     ctx.paddle_only = paddle_only
     chosen, reasons = registry.select(src, dst, tuple(x.type.shape), paddle_only=paddle_only, enable=enable,
@@ -169,7 +170,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
                                   f"{describe(src)} -> {describe(dst)}, then declined: {d}", line, col) from None
     if chosen is None:
         raise no_function_error(op, src, dst, reasons)
-    result.steps.append(ReshardStep(src, dst, chosen.name, op.loc, [o.name for o in ctx.created], reasons,
+    result.steps.append(ReshardStep(src, dst, chosen.name, op.loc, [o.name for o in ctx.api.created], reasons,
                                     chosen.paddle, list(ctx.fixes)))
     return retire(op, out)
 
@@ -192,7 +193,7 @@ def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = Non
     registry.load_functions()
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
-    decompose(prog, prog.block, rank, rings, result.notes, registry.coshard_on(paddle_only, disable))
+    decompose(prog, prog.block, rank, rings, result.notes, registry.coshard_on(paddle_only, disable), result.attrs)
     fold(prog.block)
     lower_block(prog, prog.block, result, paddle_only, enable, disable,
                 Replayer(lower_reshard) if replay else lower_reshard)

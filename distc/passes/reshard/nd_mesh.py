@@ -83,15 +83,15 @@ class NdMesh(ReshardFunction):
                 continue
             dm = list(src.dims_mapping)
             dm[i] = -1
-            tmp = ctx.tattr(src.mesh, dm, src.printed_partial)
-            tmp_type = ctx.cvt(value, tmp)
+            tmp = ctx.api.tattr(src.mesh, dm, src.printed_partial)
+            tmp_type = ctx.api.cvt(value, tmp)
             for sm in split_mesh(mesh, m_in):
                 ctx.ring(sorted(sm.process_ids))
             sub = sub_mesh_1d(mesh, m_in, ctx.rank)
             one_in = [-1] * nd
             one_in[i] = 0
-            a = ctx.tattr(sub, one_in)
-            b = ctx.tattr(sub, [-1] * nd)
+            a = ctx.api.tattr(sub, one_in)
+            b = ctx.api.tattr(sub, [-1] * nd)
             value = S_TO_R.reshard(ctx, a, b, value, tmp_type)
             src = tmp
 
@@ -108,16 +108,16 @@ class NdMesh(ReshardFunction):
                 if p_to_s:
                     shard_index = list(dst.dims_mapping).index(pdim)
                     dm[shard_index] = pdim
-                tmp = ctx.tattr(src.mesh, dm, partial)
-                tmp_type = ctx.cvt(value, tmp)
+                tmp = ctx.api.tattr(src.mesh, dm, partial)
+                tmp_type = ctx.api.cvt(value, tmp)
                 for sm in split_mesh(mesh, pdim):
                     ctx.ring(sorted(sm.process_ids))
                 sub = sub_mesh_1d(mesh, pdim, ctx.rank)
-                a = ctx.tattr(sub, [-1] * nd, {0: ptype})
+                a = ctx.api.tattr(sub, [-1] * nd, {0: ptype})
                 one_out = [-1] * nd
                 if p_to_s:
                     one_out[shard_index] = 0
-                b = ctx.tattr(sub, one_out)
+                b = ctx.api.tattr(sub, one_out)
                 if p_to_s:
                     value = PToS().reshard(ctx, a, b, value, tmp_type)
                 else:
@@ -131,16 +131,16 @@ class NdMesh(ReshardFunction):
                 if pdim in in_partial:
                     continue
                 sub = sub_mesh_1d(mesh, pdim, ctx.rank)
-                a = ctx.tattr(sub, [-1] * nd)
-                b = ctx.tattr(sub, [-1] * nd, {0: ptype})
+                a = ctx.api.tattr(sub, [-1] * nd)
+                b = ctx.api.tattr(sub, [-1] * nd, {0: ptype})
                 # Paddle types this step with the destination's dims mapping, so the shards the
                 # destination adds are never cut (step 4 sees nothing to do); fixed by default
                 dm = dst.dims_mapping if ctx.paddle_only else src.dims_mapping
                 if dm != dst.dims_mapping:
                     ctx.fix("nd_mesh: cutting the shards the destination adds after r_to_p "
                              "(Paddle 3.3.1 skips them and leaves the full tensor)")
-                tmp = ctx.tattr(dst.mesh, dm, {pdim: ptype})
-                tmp_type = ctx.cvt(value, tmp)
+                tmp = ctx.api.tattr(dst.mesh, dm, {pdim: ptype})
+                tmp_type = ctx.api.cvt(value, tmp)
                 value = RToP().reshard(ctx, a, b, value, tmp_type)
                 src = tmp
 
@@ -151,13 +151,13 @@ class NdMesh(ReshardFunction):
                 continue
             dm = list(src.dims_mapping)
             dm[i] = m_out
-            tmp = ctx.tattr(src.mesh, dm, src.printed_partial)
-            tmp_type = ctx.cvt(value, tmp)
+            tmp = ctx.api.tattr(src.mesh, dm, src.printed_partial)
+            tmp_type = ctx.api.cvt(value, tmp)
             sub = sub_mesh_1d(mesh, m_out, ctx.rank)
-            a = ctx.tattr(sub, [-1] * nd)
+            a = ctx.api.tattr(sub, [-1] * nd)
             one_out = [-1] * nd
             one_out[i] = 0
-            b = ctx.tattr(sub, one_out)
+            b = ctx.api.tattr(sub, one_out)
             value = R_TO_S.reshard(ctx, a, b, value, tmp_type)
             src = tmp
         return value

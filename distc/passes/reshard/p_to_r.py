@@ -15,9 +15,9 @@ class PToR(ReshardFunction):
 
     def reshard(self, ctx, src, dst, value, dst_type):
         reduce = dict(src.partial)[0]
-        out = ctx.all_reduce(value, sorted(src.mesh.process_ids), reduce)
-        ctx.retype(out, dst_type)
-        ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], ctx.chunk_id(value)))
+        out = ctx.api.all_reduce(value, sorted(src.mesh.process_ids), reduce)
+        ctx.api.retype(out, dst_type)
+        ctx.api.set_dist(out, ctx.api.op_attr(src.mesh, [src], [dst], ctx.api.chunk_id(value)))
         return out
 
 

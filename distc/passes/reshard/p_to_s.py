@@ -21,7 +21,7 @@ class PToS(ReshardFunction):
         return refusal(dict(src.partial)[0])
 
     def reshard(self, ctx, src, dst, value, dst_type):
-        chunk = ctx.chunk_id(value)
+        chunk = ctx.api.chunk_id(value)
         split_axis = list(dst.dims_mapping).index(0)
         n = src.mesh.size
         balanced = value.type.shape[split_axis] % n == 0
@@ -29,60 +29,60 @@ class PToS(ReshardFunction):
         if split_axis != 0:
             perm = list(range(len(value.type.shape)))
             perm[0], perm[split_axis] = split_axis, 0
-            value = ctx.transpose(value, perm)
+            value = ctx.api.transpose(value, perm)
             dm = list(dst.dims_mapping)
             dm[split_axis] = -1
             dm[0] = 0
-            dst = ctx.tattr(dst.mesh, dm, dst.printed_partial)
+            dst = ctx.api.tattr(dst.mesh, dm, dst.printed_partial)
         if balanced:
             gd = dst_type.dist
             gdm = list(gd.dims_mapping)
             gdm[0], gdm[split_axis] = gdm[split_axis], gdm[0]
-            rs_type = ctx.cvt(value, ctx.tattr(gd.mesh, gdm, gd.printed_partial))
-            out = ctx.reduce_scatter(value, sorted(src.mesh.process_ids), n)
-            ctx.retype(out, rs_type)
-            ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
+            rs_type = ctx.api.cvt(value, ctx.api.tattr(gd.mesh, gdm, gd.printed_partial))
+            out = ctx.api.reduce_scatter(value, sorted(src.mesh.process_ids), n)
+            ctx.api.retype(out, rs_type)
+            ctx.api.set_dist(out, ctx.api.op_attr(src.mesh, [src], [dst], chunk))
             if perm is not None:
-                out = ctx.transpose(out, perm)
+                out = ctx.api.transpose(out, perm)
             return out
         # uneven: pad axis 0 with zeros, reduce-scatter, the last rank drops the padding
-        dst_type = ctx.cvt(value, dst)
+        dst_type = ctx.api.cvt(value, dst)
         size = value.type.shape[0]
         avg = (size + n - 1) // n
         pad = avg * n - size
-        pad_shape = list(ctx.local_shape(value))
+        pad_shape = list(ctx.api.local_shape(value))
         pad_shape[0] = pad
-        padding = ctx.full(pad_shape, 0.0, value.type.dtype)
-        ctx.retype(padding, ctx.cvt(padding, src))
-        ctx.set_dist(padding, ctx.op_attr(src.mesh, [], [src], chunk))
-        cat = ctx.concat([value, padding], 0)
-        axis_attr = ctx.tattr(src.mesh, [-1], {0: "SUM"})
+        padding = ctx.api.full(pad_shape, 0.0, value.type.dtype)
+        ctx.api.retype(padding, ctx.api.cvt(padding, src))
+        ctx.api.set_dist(padding, ctx.api.op_attr(src.mesh, [], [src], chunk))
+        cat = ctx.api.concat([value, padding], 0)
+        axis_attr = ctx.api.tattr(src.mesh, [-1], {0: "SUM"})
         from ...ir.dist import VecDistAttr
 
-        ctx.set_dist(cat, ctx.op_attr(src.mesh, [VecDistAttr((src, src)), axis_attr], [src], chunk))
+        ctx.api.set_dist(cat, ctx.api.op_attr(src.mesh, [VecDistAttr((src, src)), axis_attr], [src], chunk))
         shape = list(value.type.shape)
         shape[0] = avg * n
-        ctx.retype(cat, ctx.cvt(value, src, shape))
+        ctx.api.retype(cat, ctx.api.cvt(value, src, shape))
         out = self.with_padding(ctx, cat, src, dst, dst_type, pad)
         if perm is not None:
-            out = ctx.transpose(out, perm)
+            out = ctx.api.transpose(out, perm)
         return out
 
     @staticmethod
     def with_padding(ctx, value, src, dst, dst_type, pad):
         n = src.mesh.size
-        out = ctx.reduce_scatter(value, sorted(src.mesh.process_ids), n)
+        out = ctx.api.reduce_scatter(value, sorted(src.mesh.process_ids), n)
         shape = list(dst_type.shape)
         shape[0] += pad
-        ctx.retype(out, ctx.cvt(out, dst, shape))
-        chunk = ctx.chunk_id(value)
-        ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
+        ctx.api.retype(out, ctx.api.cvt(out, dst, shape))
+        chunk = ctx.api.chunk_id(value)
+        ctx.api.set_dist(out, ctx.api.op_attr(src.mesh, [src], [dst], chunk))
         if pad:
             if ctx.rank == dst.mesh.process_ids[-1]:
-                pieces = ctx.split(out, [out.type.shape[0] - pad, pad], 0)
-                ctx.set_dist(pieces[0], ctx.op_attr(dst.mesh, [dst], [dst], chunk))
+                pieces = ctx.api.split(out, [out.type.shape[0] - pad, pad], 0)
+                ctx.api.set_dist(pieces[0], ctx.api.op_attr(dst.mesh, [dst], [dst], chunk))
                 return pieces[0]
-            ctx.retype(out, dst_type)
+            ctx.api.retype(out, dst_type)
         return out
 
 

@@ -42,11 +42,11 @@ class RToP(ReshardFunction):
                     ctx.fix(f"r_to_p: zeros of the local shape {list(local)} (Paddle 3.3.1 writes the "
                              f"global shape {list(shape)} of a value sharded over another mesh dim)")
                     shape = local
-            out = ctx.full(shape, 0, value.type.dtype)
+            out = ctx.api.full(shape, 0, value.type.dtype)
         else:
-            out = ctx.assign(value)
-        ctx.retype(out, dst_type)
-        ctx.set_dist(out, ctx.op_attr(dst.mesh, [src], [dst], ctx.chunk_id(value)))
+            out = ctx.api.assign(value)
+        ctx.api.retype(out, dst_type)
+        ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [src], [dst], ctx.api.chunk_id(value)))
         return out
 
 

@@ -24,25 +24,25 @@ class RToS(ReshardFunction):
             if m != -1:
                 split_axis, mesh_axis = i, m
         mesh = src.mesh
-        chunk = ctx.chunk_id(value)
+        chunk = ctx.api.chunk_id(value)
         if ctx.rank in mesh.process_ids:
             total = value.type.shape[split_axis]
             pieces = mesh.shape[mesh_axis]
             if pieces == 1:
-                out = ctx.share_data_(value)
-                ctx.retype(out, dst_type)
-                ctx.set_dist(out, ctx.op_attr(mesh, [src], [dst], chunk))
+                out = ctx.api.share_data_(value)
+                ctx.api.retype(out, dst_type)
+                ctx.api.set_dist(out, ctx.api.op_attr(mesh, [src], [dst], chunk))
                 return out
             piece = (total + pieces - 1) // pieces
             start = mesh.process_ids.index(ctx.rank) * piece
             end = start + piece
             if ctx.rank == mesh.process_ids[-1]:
                 end = total
-            out = ctx.slice(value, [split_axis], [start], [end])
-            ctx.retype(out, dst_type)
-            ctx.set_dist(out, ctx.op_attr(mesh, [src], [dst], chunk))
+            out = ctx.api.slice(value, [split_axis], [start], [end])
+            ctx.api.retype(out, dst_type)
+            ctx.api.set_dist(out, ctx.api.op_attr(mesh, [src], [dst], chunk))
             return out
-        return ctx.reshard_v2(value, dst, dst_type)
+        return ctx.api.reshard(value, dst, dst_type)
 
 
 @reshard_function(priority=50, name="r_to_s_cross_mesh", paddle=True)

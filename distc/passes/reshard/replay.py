@@ -2,7 +2,7 @@
 
 A training program lowers the same few reshards hundreds of times (every layer's gradient
 ``Partial -> Shard``, every parameter's ``Shard -> Replicate`` ...).  Lowering one is matching
-the functions of the registry, planning, building ops through :class:`ReshardContext`; its
+the functions of the registry, planning, building ops through :class:`~distc.passes.paddle_api.PaddleAPI`; its
 result depends only on what the function can see: the two layouts, the input's and the result's
 types, the attributes copied from the reshard and from the input's producer (``op_role``,
 ``stop_gradient``, ``chunk_id``), whether the input has other users, and ring ids, which the
@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir.core import Operation
-from .context import ReshardContext, retire
+from ..sharding_util import stop_gradient
+from ..paddle_api import PaddleAPI
+from .context import retire
 
 _X = -1  # operand reference: the reshard's input
 
@@ -52,7 +54,7 @@ class Replayer:
         owner = x.owner
         try:
             k = (op.dist_attr, x.type, op.results[0].type, op.attr("op_role"),
-                 ReshardContext.stop_gradient(x), ReshardContext.chunk_id(x), owner is None,
+                 stop_gradient(x), PaddleAPI.chunk_id(x), owner is None,
                  min(len(x.uses), 2), paddle_only, tuple(enable), tuple(disable))
             hash(k)
         except TypeError:

@@ -20,24 +20,24 @@ class SToR(ReshardFunction):
 
     @staticmethod
     def allgather_type(ctx, value, split_axis):
-        d = ctx.dist(value)
+        d = ctx.api.dist(value)
         shape = list(value.type.shape)
         p = d.mesh.shape[d.dims_mapping[split_axis]]
         shape[split_axis] = (shape[split_axis] + p - 1) // p
         shape[0] *= p
         dm = list(d.dims_mapping)
         dm[split_axis] = -1
-        return ctx.dist_type(shape, value.type.dtype, ctx.tattr(d.mesh, dm, d.printed_partial))
+        return ctx.api.dist_type(shape, value.type.dtype, ctx.api.tattr(d.mesh, dm, d.printed_partial))
 
     def refuses(self, src, dst, shape):
         return refusal(shape, next(i for i, m in enumerate(src.dims_mapping) if m != -1), src.mesh.size)
 
     def reshard(self, ctx, src, dst, value, dst_type):
-        chunk = ctx.chunk_id(value)
+        chunk = ctx.api.chunk_id(value)
         if src.mesh.size == 1:
-            out = ctx.share_data_(value)
-            ctx.retype(out, dst_type)
-            ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], chunk))
+            out = ctx.api.share_data_(value)
+            ctx.api.retype(out, dst_type)
+            ctx.api.set_dist(out, ctx.api.op_attr(src.mesh, [src], [dst], chunk))
             return out
         split_axis = next(i for i, m in enumerate(src.dims_mapping) if m != -1)
         return self.gather(ctx, src, dst, value, split_axis)
@@ -45,20 +45,20 @@ class SToR(ReshardFunction):
     def gather(self, ctx, src, dst, value, split_axis):
         mesh = src.mesh
         n = mesh.size
-        chunk = ctx.chunk_id(value)
-        ag = ctx.all_gather(value, sorted(mesh.process_ids), n)
-        ctx.retype(ag, self.allgather_type(ctx, value, split_axis))
-        new_dst = ctx.tattr(dst.mesh, [-1] * len(dst.dims_mapping), dst.printed_partial)
-        ctx.set_dist(ag, ctx.op_attr(mesh, [src], [new_dst], chunk))
+        chunk = ctx.api.chunk_id(value)
+        ag = ctx.api.all_gather(value, sorted(mesh.process_ids), n)
+        ctx.api.retype(ag, self.allgather_type(ctx, value, split_axis))
+        new_dst = ctx.api.tattr(dst.mesh, [-1] * len(dst.dims_mapping), dst.printed_partial)
+        ctx.api.set_dist(ag, ctx.api.op_attr(mesh, [src], [new_dst], chunk))
         if split_axis == 0:
             return ag
-        vec = ctx.split_with_num(ag, n, 0)
+        vec = ctx.api.split_with_num(ag, n, 0)
         sop = vec.owner
         if chunk != -1:
             sop.dist_attr = sop.dist_attr.with_(chunk_id=chunk)
-        ag_attr = ctx.dist(ag)
-        vec.type = type(vec.type)(tuple(ctx.cvt(e, ag_attr) for e in vec.type.elements))
-        out = ctx.concat(vec, split_axis)
+        ag_attr = ctx.api.dist(ag)
+        vec.type = type(vec.type)(tuple(ctx.api.cvt(e, ag_attr) for e in vec.type.elements))
+        out = ctx.api.concat(vec, split_axis)
         if chunk != -1:
             out.owner.dist_attr = out.owner.dist_attr.with_(chunk_id=chunk)
         return out

@@ -37,31 +37,31 @@ class SToS(ReshardFunction):
             if pre[j] != -1:
                 pre[j] = pre[j] // n
             pre.insert(j, n)
-            x = ctx.reshape(value, pre)
+            x = ctx.api.reshape(value, pre)
             axes = [j] + [k for k in range(len(pre)) if k != j]
-            x = ctx.transpose(x, axes)
+            x = ctx.api.transpose(x, axes)
             pre.pop(j)
             if pre[i] != -1:
                 pre[i] *= n
-            x = ctx.reshape(x, pre)
-            ctx.retype(x, ctx.cvt(value, dst))
+            x = ctx.api.reshape(x, pre)
+            ctx.api.retype(x, ctx.api.cvt(value, dst))
         else:
-            x = ctx.share_data_(value)
-        out = ctx.all_to_all(x, sorted(src.mesh.process_ids))
-        ctx.retype(out, ctx.cvt(x, src))
-        ctx.set_dist(out, ctx.op_attr(src.mesh, [src], [dst], -1))
+            x = ctx.api.share_data_(value)
+        out = ctx.api.all_to_all(x, sorted(src.mesh.process_ids))
+        ctx.api.retype(out, ctx.api.cvt(x, src))
+        ctx.api.set_dist(out, ctx.api.op_attr(src.mesh, [src], [dst], -1))
         if i != 0:
             post = list(shape)
             if post[0] != -1:
                 post[0] = post[0] // n
             post.insert(0, n)
-            out = ctx.reshape(out, post)
+            out = ctx.api.reshape(out, post)
             axes = list(range(1, len(post)))
             axes.insert(i, 0)
-            out = ctx.transpose(out, axes)
+            out = ctx.api.transpose(out, axes)
             post.pop(0)
             if post[i] != -1:
                 post[i] *= n
-            out = ctx.reshape(out, post)
-        ctx.retype(out, dst_type)
+            out = ctx.api.reshape(out, post)
+        ctx.api.retype(out, dst_type)
         return out

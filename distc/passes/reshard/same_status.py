@@ -38,22 +38,22 @@ class SameStatus(ReshardFunction):
             return self._overlapping(ctx, src, dst, value, dst_type, pairs)
         for s, d in pairs:
             if s == me:
-                op = ctx.send_v2(value, [s, d], [s, d].index(d))
-                ctx.set_dist(op, ctx.op_attr(src.mesh, [src], [], ctx.chunk_id(value)))
+                op = ctx.api.send_v2(value, [s, d], [s, d].index(d))
+                ctx.api.set_dist(op, ctx.api.op_attr(src.mesh, [src], [], ctx.api.chunk_id(value)))
                 break
             if d == me:
                 # Paddle takes chunk_id from users of the value on the destination mesh: -1 here
-                out = ctx.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
-                ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
+                out = ctx.api.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
+                ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [], [dst], -1))
                 return out
-        return ctx.reshard_v2(value, dst, dst_type)
+        return ctx.api.reshard(value, dst, dst_type)
 
 
     def copy_to(self, ctx, src, mesh, value):
         """The first step of Paddle's cross-mesh functions: the value, same placements, copied to
         ``mesh``.  Returns (its layout there, the copy)."""
-        tmp = ctx.tattr(mesh, src.dims_mapping, src.printed_partial)
-        return tmp, self.reshard(ctx, src, tmp, value, ctx.cvt(value, tmp))
+        tmp = ctx.api.tattr(mesh, src.dims_mapping, src.printed_partial)
+        return tmp, self.reshard(ctx, src, tmp, value, ctx.api.cvt(value, tmp))
 
     @staticmethod
     def _overlapping(ctx, src, dst, value, dst_type, pairs):
@@ -67,16 +67,16 @@ class SameStatus(ReshardFunction):
             if s == d == me:
                 out = value
             elif s == me:
-                op = ctx.send_v2(value, [s, d], [s, d].index(d))
-                ctx.set_dist(op, ctx.op_attr(src.mesh, [src], [], ctx.chunk_id(value)))
+                op = ctx.api.send_v2(value, [s, d], [s, d].index(d))
+                ctx.api.set_dist(op, ctx.api.op_attr(src.mesh, [src], [], ctx.api.chunk_id(value)))
             elif d == me:
-                out = ctx.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
-                ctx.set_dist(out, ctx.op_attr(dst.mesh, [], [dst], -1))
+                out = ctx.api.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
+                ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [], [dst], -1))
         ctx.fix(f"same_status: rank {me} is in both meshes {list(src.mesh.process_ids)} and "
                 f"{list(dst.mesh.process_ids)}: it sends and receives in pair order (Paddle 3.3.1 stops "
                 "after its first role, which deadlocks)")
         if out is value:
-            return ctx.reshard_v2(value, dst, dst_type)
+            return ctx.api.reshard(value, dst, dst_type)
         return out
 
 

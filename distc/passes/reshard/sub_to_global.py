@@ -49,16 +49,16 @@ class SubToGlobalMesh(ReshardFunction):
         other_ranks = _buggy_remove(list(dst.mesh.process_ids), set(src.mesh.process_ids))
         me = ctx.rank
         if me in src.mesh.process_ids:
-            tmp = ctx.share_data_(value)
-            ctx.set_dist(tmp, ctx.op_attr(src.mesh, [src], [src], ctx.chunk_id(value)))
+            tmp = ctx.api.share_data_(value)
+            ctx.api.set_dist(tmp, ctx.api.op_attr(src.mesh, [src], [src], ctx.api.chunk_id(value)))
         elif me in other_ranks:
-            tmp = ctx.full(dst_type.shape, 0, dst_type.dtype)
+            tmp = ctx.api.full(dst_type.shape, 0, dst_type.dtype)
             zmesh = mesh_1d(other_ranks)
-            za = ctx.tattr(zmesh, dst.dims_mapping, dst.printed_partial)
-            ctx.retype(tmp, ctx.cvt(dst_type, za))
-            ctx.set_dist(tmp, ctx.op_attr(zmesh, [], [za]))
+            za = ctx.api.tattr(zmesh, dst.dims_mapping, dst.printed_partial)
+            ctx.api.retype(tmp, ctx.api.cvt(dst_type, za))
+            ctx.api.set_dist(tmp, ctx.api.op_attr(zmesh, [], [za]))
         else:
-            return ctx.reshard_v2(value, dst)
+            return ctx.api.reshard(value, dst)
         gid = None
         for i, g in enumerate(groups):
             groups[i] = sorted(g)
@@ -67,9 +67,9 @@ class SubToGlobalMesh(ReshardFunction):
             ctx.ring(g)
             if me in g:
                 gid = i
-        out = ctx.broadcast(tmp, groups[gid], roots[gid])
-        ctx.retype(out, dst_type)
-        ctx.set_dist(out, ctx.op_attr(dst.mesh, [src], [dst]))
+        out = ctx.api.broadcast(tmp, groups[gid], roots[gid])
+        ctx.api.retype(out, dst_type)
+        ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [src], [dst]))
         return out
 
 

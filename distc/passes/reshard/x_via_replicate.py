@@ -37,33 +37,33 @@ class ViaReplicate(ReshardFunction):
         for s, d in pairs:  # every rank creates every pair's group first (as Paddle's same_status
             ctx.ring([s, d])  # does), so ring ids agree across ranks
         # (1) replicated on the source mesh
-        rep_src = ctx.tattr(src.mesh, [-1] * nd)
+        rep_src = ctx.api.tattr(src.mesh, [-1] * nd)
         if me in s_ids and (src.dims_mapping != rep_src.dims_mapping or src.partial):
-            value = lower(ctx, src, rep_src, value, ctx.cvt(value, rep_src), function=self.name)
+            value = lower(ctx, src, rep_src, value, ctx.api.cvt(value, rep_src), function=self.name)
         # (2) whole copies to the destination ranks that lack one
-        rep_dst = ctx.tattr(dst.mesh, [-1] * nd)
-        rep_dst_type = ctx.cvt(value, rep_dst)
+        rep_dst = ctx.api.tattr(dst.mesh, [-1] * nd)
+        rep_dst_type = ctx.api.cvt(value, rep_dst)
         got = None
         for s, d in pairs:
             # each p2p op's mesh is the one rank that runs it (a later remove-other-rank keeps it
             # exactly there; the pair's ring id, the same on every rank, joins the two sides)
             if me == s:
-                op = ctx.send_v2(value, [s, d], 1)
-                ctx.set_dist(op, ctx.op_attr(ProcessMesh((1,), (s,)), [rep_src], [], ctx.chunk_id(value)))
+                op = ctx.api.send_v2(value, [s, d], 1)
+                ctx.api.set_dist(op, ctx.api.op_attr(ProcessMesh((1,), (s,)), [rep_src], [], ctx.api.chunk_id(value)))
             if me == d:
-                got = ctx.recv_v2(rep_dst_type.local_shape(), rep_dst_type.dtype, [s, d], 0, rep_dst_type)
-                ctx.set_dist(got, ctx.op_attr(ProcessMesh((1,), (d,)), [], [rep_dst], -1))
+                got = ctx.api.recv_v2(rep_dst_type.local_shape(), rep_dst_type.dtype, [s, d], 0, rep_dst_type)
+                ctx.api.set_dist(got, ctx.api.op_attr(ProcessMesh((1,), (d,)), [], [rep_dst], -1))
         if me not in d_ids:
-            return ctx.reshard_v2(value, dst, dst_type)
+            return ctx.api.reshard(value, dst, dst_type)
         if got is None:  # this rank holds the whole tensor already: the same data, on the new mesh
-            got = ctx.assign(value)
-            ctx.retype(got, rep_dst_type)
-            ctx.set_dist(got, ctx.op_attr(dst.mesh, [rep_dst], [rep_dst], ctx.chunk_id(value)))
+            got = ctx.api.assign(value)
+            ctx.api.retype(got, rep_dst_type)
+            ctx.api.set_dist(got, ctx.api.op_attr(dst.mesh, [rep_dst], [rep_dst], ctx.api.chunk_id(value)))
         ctx.note(f"{self.name}: {describe_short(src)} on {s_ids} -> {describe_short(dst)} on {d_ids}: "
                  "no Paddle function for meshes of different shapes; through a replicated copy")
         # (3) the destination placements
         if dst.dims_mapping == rep_dst.dims_mapping and not dst.partial:
-            ctx.retype(got, dst_type)
+            ctx.api.retype(got, dst_type)
             return got
         return lower(ctx, rep_dst, dst, got, dst_type, function=self.name)
 
