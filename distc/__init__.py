@@ -2,8 +2,9 @@
 
 Layers, bottom-up (each imports only from itself and below; ``tests/test_layers.py``):
 ``ir`` (programs, types, dist attributes, builder) -> ``syntax`` (parser, printer) ->
-``dialects`` (Paddle's op names, collectives, optimizer table) -> ``analysis`` (verifier, cost,
-memory, simulator, diff) -> ``passes`` (one file a pass) -> ``commands`` / ``cli`` / ``driver``.
+``dialects`` (Paddle's op names, collectives, optimizer table, SPMD rules) -> ``analysis``
+(verifier, cost, memory, simulator, diff) -> ``passes`` (one file a pass; ``passes.paddle_api`` the
+one op builder) -> ``commands`` / ``cli`` / ``driver``.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from distc.cli import main
 from distc.ir.builder import Maker
 from distc.ir.types import DistTensorType
 from distc.ir.builder import InsertPoint
+from distc.ir.core import Operation
 from test_zero1_numeric import final_values, reference
 
 CLIP = 1.0
@@ -63,7 +64,7 @@ def optimizer_step(text: str, name: str):
                 assert isinstance(t, DistTensorType), t
                 opt = next(u for u in _users_to_update(v))
                 pname = opt.operand(0).owner.attr("parameter_name").value
-                d = mk.op("pd_op.data", [], [t], {
+                d = Operation("pd_op.data", [], [t], {
                     "dtype": mk.dtype("float32"), "name": mk.str(f"{pname}@GRAD"),
                     "op_dist_attr": mk.op_dist(t.dist.mesh, [], [t.dist]),
                     "op_role": mk.i32(0), "persistable": mk.bools([False]), "place": mk.place("Place(undefined:0)"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from ..analysis.cost import human_bytes
+from ..ir.dist import layout_name
 from .shard_ranks import format_ranks, spread
 
 PER_RANK_ROWS = 16
@@ -75,18 +76,12 @@ def summary(con, ctxs: dict) -> None:
         con.print(Text("bytes sent per rank: " + spread(total)))
 
 
-def _layout(d) -> str:
-    from ..passes.reshard.util import layout_name
-
-    return layout_name(d)
-
-
 def decisions(ctx) -> list[dict]:
     out = []
     for s in ctx.stats.reshard_steps:
         fn = s.function
-        out.append({"line": s.loc[0] if s.loc else None, "from": _layout(s.src),
-                    "to": _layout(s.dst), "function": fn,
+        out.append({"line": s.loc[0] if s.loc else None, "from": layout_name(s.src),
+                    "to": layout_name(s.dst), "function": fn,
                     "origin": "paddle" if s.paddle else ("distc" if fn[:1] != "(" else ""),
                     "skipped": list(s.tried),
                     "inserted": [n.split(".", 1)[-1] for n in s.ops]})

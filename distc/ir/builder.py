@@ -1,18 +1,20 @@
-"""Making new attributes, dist attributes and ops in a program's own print style.
+"""Making new attributes, dist attributes and types in a program's own print style, and the one
+insertion point.
 
 A pass that inserts ``pd_op.all_gather`` into a 2024-style program must write ``ring_id:(Int32)3``
-and no ``placements``; in a current program ``ring_id:3`` and ``placements:[...]``.  Passes build
-everything through :class:`Maker` so they never spell a style themselves.
+and no ``placements``; in a current program ``ring_id:3`` and ``placements:[...]``.  Attributes and
+types go through :class:`Maker` so no pass spells a style itself; ops are built by
+:class:`distc.passes.paddle_api.PaddleAPI` (on a :class:`Maker`) and placed with :class:`InsertPoint`.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from . import attrs as A
-from .core import Block, Operation, Value
+from .core import Block, Operation
 from .dist import OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr
-from .types import DenseTensorType, DistTensorType, Type
+from .types import DenseTensorType, DistTensorType
 
 
 _BOOLS: dict[tuple[bool, ...], A.ArrayAttr] = {}
@@ -101,12 +103,6 @@ class Maker:
 
     def dense_type(self, shape: Sequence[int], dtype: str) -> DenseTensorType:
         return DenseTensorType(tuple(shape), dtype, self.style.tensor_prefix)
-
-    # -- ops ---------------------------------------------------------------------------------
-    @staticmethod
-    def op(name: str, operands: Sequence[Value | None] = (), result_types: Sequence[Type] = (),
-           attrs: Mapping[str, A.Attribute] | None = None) -> Operation:
-        return Operation(name, operands, result_types, dict(attrs or {}))
 
 
 class InsertPoint:

@@ -331,8 +331,11 @@ def mesh_text(mesh: ProcessMesh) -> str:
     return nest(list(mesh.shape), ids)
 
 
-def layout_name(a: TensorDistAttr) -> str:
-    """The one short-name formatter of a layout: ``s1 on [0,1]``, ``p,s1 on [[0,1],[2,3]]``."""
+def layout_name(a: TensorDistAttr, report: bool = False) -> str:
+    """The one short-name formatter of a layout: ``s1 on [0,1]``, ``p,s1 on [[0,1],[2,3]]``;
+    ``report=True``: the ``--verify`` reports' spelling, ``[p, s1] on mesh [2, 2] [0, 1, 2, 3]``."""
+    if report:
+        return f"[{', '.join(p.short() for p in a.placements)}] on mesh {list(a.mesh.shape)} {list(a.mesh.process_ids)}"
     return ",".join(p.short() for p in a.placements) + " on " + mesh_text(a.mesh)
 
 

@@ -68,12 +68,12 @@ send/recv, deadlocks), :mod:`.reshard` (one-reshard proofs).
 
 from .layout import check_layout, distribute, expected_piece, reduce_arrays
 from .registry import KERNELS, kernel, lookup
-from .reshard import ReshardReport, final_value, layout_name, verify_reshard
+from .reshard import ReshardReport, final_value, verify_reshard
 from .scheduler import simulate_ranks, simulate_serial
 from .values import NoKernel, RankValues, SimulationError
 
 __all__ = [
     "SimulationError", "NoKernel", "RankValues", "simulate_ranks", "simulate_serial", "distribute", "expected_piece",
-    "check_layout", "verify_reshard", "ReshardReport", "reduce_arrays", "final_value", "layout_name",
+    "check_layout", "verify_reshard", "ReshardReport", "reduce_arrays", "final_value",
     "KERNELS", "kernel", "lookup",
 ]

@@ -16,6 +16,7 @@ from .values import NoKernel, RankValues, SimulationError, attr
 from ...ir.core import Operation, Program, Value
 from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
+from ...dialects import ops
 
 
 
@@ -140,8 +141,8 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
 def is_one_reshard(prog: Program) -> bool:
     """``data`` + ``shard_tensor`` + ``dist_op.reshard`` (and constants): a one-reshard program."""
     names = {op.name for op in prog.ops}
-    return "dist_op.reshard" in names and names <= {"pd_op.data", "dist_op.shard_tensor", "dist_op.reshard",
-                                                    "pd_op.full", "pd_op.full_int_array", "builtin.shadow_output"}
+    return ops.RESHARD in names and names <= {ops.DATA, ops.SHARD_TENSOR, ops.RESHARD, ops.FULL,
+                                              ops.FULL_INT_ARRAY, ops.SHADOW_OUTPUT}
 
 
 def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
@@ -149,7 +150,7 @@ def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, see
     """A one-reshard SERIAL: every destination rank's final value must be its piece of the
     reshard's result (the input itself) under the destination layout."""
     report = StepReport(sorted(programs), rtol, atol)
-    rs = [op for op in serial.ops if op.name == "dist_op.reshard"][-1]
+    rs = [op for op in serial.ops if op.name == ops.RESHARD][-1]
     dst = rs.results[0].type.dist if isinstance(rs.results[0].type, DistTensorType) else None
     inputs = make_inputs(serial, seed)
     try:

@@ -12,15 +12,9 @@ from .layout import check_layout
 from .scheduler import simulate_ranks
 from .values import ABSENT, SimulationError, attr, np_dtype
 from ...ir.core import Program, Value
-from ...ir.dist import TensorDistAttr
+from ...ir.dist import TensorDistAttr, layout_name
 from ...ir.types import DistTensorType
-
-
-def layout_name(d: TensorDistAttr) -> str:
-    """``[s0, r] on mesh [2,2] ids [0,1,2,3]`` style text for reports."""
-    pl = ", ".join(p.short() for p in d.placements)
-    ids = list(d.mesh.process_ids)
-    return f"[{pl}] on mesh {list(d.mesh.shape)} {ids}"
+from ...dialects import ops
 
 
 def final_value(prog: Program, rank: int, values: Mapping, dst: TensorDistAttr | None) -> Value | None:
@@ -56,7 +50,7 @@ class ReshardReport:
         return not self.problems and self.error is None
 
     def summary(self) -> str:
-        head = (f"{layout_name(self.src) if self.src else '?'} -> {layout_name(self.dst) if self.dst else '?'}, "
+        head = (f"{layout_name(self.src, True) if self.src else '?'} -> {layout_name(self.dst, True) if self.dst else '?'}, "
                 f"shape {list(self.shape)}")
         if self.ok:
             return f"OK {head}: ranks {self.checked} hold the destination layout"
@@ -76,13 +70,13 @@ def _reshard_attrs(prog: Program) -> tuple[TensorDistAttr | None, tuple[int, ...
     name = None
     dtype = "float32"
     for op in prog.ops:
-        if op.name == "pd_op.data" and name is None:
+        if op.name == ops.DATA and name is None:
             name = attr(op, "name")
             t = op.results[0].type
             if hasattr(t, "shape"):
                 shape = tuple(t.shape)
             dtype = str(getattr(t, "dtype", dtype))
-        if op.name == "dist_op.shard_tensor" and src is None:
+        if op.name == ops.SHARD_TENSOR and src is None:
             t = op.results[0].type
             if isinstance(t, DistTensorType):
                 src = t.dist
@@ -106,7 +100,7 @@ def random_global(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarr
 def _infer_dst(programs: Mapping[int, Program]) -> TensorDistAttr | None:
     for rank, prog in sorted(programs.items()):
         for op in reversed(prog.ops):
-            if op.name == "dist_op.reshard":
+            if op.name == ops.RESHARD:
                 t = op.results[0].type
                 if isinstance(t, DistTensorType):
                     return t.dist
@@ -136,7 +130,7 @@ def verify_reshard(programs_by_rank: Mapping[int, Program], *, dst: TensorDistAt
     src, shape, name, dtype = _reshard_attrs(any_prog)
     if dst is None and before is not None:
         for op in before.ops:
-            if op.name == "dist_op.reshard" and isinstance(op.results[0].type, DistTensorType):
+            if op.name == ops.RESHARD and isinstance(op.results[0].type, DistTensorType):
                 dst = op.results[0].type.dist
     if dst is None:
         dst = _infer_dst(progs)

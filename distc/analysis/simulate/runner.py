@@ -13,6 +13,7 @@ from .registry import lookup
 from .values import ABSENT, NoKernel, RankValues, SimulationError, local_shape, np_dtype
 from ...ir.core import Operation, Program
 from ...ir.types import DistTensorType
+from ...dialects import ops
 
 if TYPE_CHECKING:
     from .scheduler import Simulator
@@ -54,7 +55,7 @@ class RankRunner:
         d = op.dist_attr
         if self.serial or d is None or not d.mesh.process_ids:
             return True
-        if op.name == "dist_op.reshard":
+        if op.name == ops.RESHARD:
             return True
         return self.rank in d.mesh.process_ids
 
@@ -71,7 +72,7 @@ class RankRunner:
             env = self.env
             vals = [None if v is None else dict.get(env, v, ABSENT) for v in op.operands]
             if any(x is ABSENT for x in vals):
-                if op.dist_attr is not None and op.name != "dist_op.reshard":
+                if op.dist_attr is not None and op.name != ops.RESHARD:
                     bad = [i for i, x in enumerate(vals) if x is ABSENT]
                     raise self.err(op, f"operand(s) {bad} are not computed on this rank "
                                        f"(their producers do not run here)")

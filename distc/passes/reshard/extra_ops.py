@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr
 from .extra_plan import nested_bounds
+from ...dialects import ops
 
 
 class PieceOps:
@@ -97,11 +98,11 @@ class PieceOps:
 
     def scale(self, x, factor: float, attr: TensorDistAttr):
         m = self.ctx.api.maker
-        return self._by_scalar("pd_op.scale", x, factor, {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)}, attr)
+        return self._by_scalar(ops.SCALE, x, factor, {"bias": m.f32(0.0), "bias_after_scale": m.bool(True)}, attr)
 
     def divide(self, x, divisor: int, attr: TensorDistAttr):
         """``x / divisor`` (``divide`` by a ``full``: 1/p would lose digits as a printed float)."""
-        return self._by_scalar("pd_op.divide", x, float(divisor), {}, attr)
+        return self._by_scalar(ops.DIVIDE, x, float(divisor), {}, attr)
 
     def concat(self, parts, axis: int, local, attr: TensorDistAttr):
         """``concat`` of a list of values or of a vector value."""
@@ -124,7 +125,7 @@ class PieceOps:
 
     def unpack(self, vec):
         types = list(vec.type.elements)
-        op = self.ctx.api.insert("builtin.split", [vec], types)
+        op = self.ctx.api.insert(ops.BUILTIN_SPLIT, [vec], types)
         return list(op.results)
 
     def transpose(self, x, perm, local, attr: TensorDistAttr):

@@ -46,13 +46,6 @@ class RingAllocator:
                 return k
         return None
 
-    def snapshot(self) -> tuple:
-        return self.next_id, dict(self.groups)
-
-    def restore(self, snap: tuple) -> None:
-        self.next_id, groups = snap
-        self.groups = dict(groups)
-
     def table(self) -> list[tuple[int, tuple[int, ...]]]:
         return sorted((v, k) for k, v in self.groups.items())
 

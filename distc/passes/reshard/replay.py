@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...ir.builder import InsertPoint
 from ...ir.core import Operation
 from ..sharding_util import stop_gradient
 from ..paddle_api import PaddleAPI
@@ -127,14 +128,11 @@ class Replayer:
 
     @staticmethod
     def _replay(t: _Template, op: Operation, x, result):
-        block, indent = op.parent, op.indent
+        at = InsertPoint.before(op)
         made: list[Operation] = []
         for name, refs, types, attrs, sig in t.ops:
             operands = [None if r is None else x if r == _X else made[r[0]].results[r[1]] for r in refs]
-            o = Operation(name, operands, types, dict(attrs), sig=sig)
-            o.indent = indent
-            block.insert_before(op, o)
-            made.append(o)
+            made.append(at.insert(Operation(name, operands, types, dict(attrs), sig=sig)))
         ref = t.out
         out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
         if result is not None:
