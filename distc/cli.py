@@ -9,7 +9,8 @@ import click
 
 from . import __version__
 from .driver import (check_output, err_console, error_doc, json_requested, load, load_inputs, parse_text,
-                     print_error_json, program_option, read_text, reporting, write_output)
+                     print_error_json, program_option, read_text, reporting, warn_unknown_ops,
+                     write_output)
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse_programs
 from .syntax.printer import print_program
@@ -137,6 +138,8 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
         load_inputs(passes)
         prog = load(file, program)
         t_parse = time.perf_counter() - t0
+        if any(p.name != "verify" for p in passes):  # a pass rewrites the program
+            warn_unknown_ops(prog)
 
         def after(p, prg) -> None:
             err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)

@@ -77,6 +77,30 @@ def parse_text(text: str, name: str, program: int | None = None) -> Program:
     return parse_program(text, name, program)
 
 
+def warn_unknown_ops(prog: Program, note: str | None = "distc passes it through unchanged") -> int:
+    """Before a pass rewrites ``prog``: ``file:line:col: warning:`` (the line, a caret under the
+    name) for each op name Paddle 3.3.1 does not have, once a name; the count of such names."""
+    from .dialects.known_ops import unknown_message, unknown_ops
+
+    bad = unknown_ops(prog)
+    for name, uses in bad.items():
+        op = uses[0]
+        line, col = op.loc or (None, None)
+        src = op.src.split("\n", 1)[0] if op.src else None
+        if src is not None and line is not None:
+            at = src.find(f'"{name}"')
+            col = at + 2 if at >= 0 else col
+        notes = [f"also used at line{'s' * (len(uses) > 2)} "
+                 + ", ".join(str(u.loc[0]) for u in uses[1:6] if u.loc) + (", ..." if len(uses) > 6 else "")
+                 ] if len(uses) > 1 else []
+        notes += [note] if note else []
+        w = DiagnosticError(unknown_message(name), line, col, filename=prog.filename, notes=notes,
+                            source=None if src is None or line is None else "\n" * (line - 1) + src,
+                            severity="warning")
+        err_console().print(w.render(), markup=False)
+    return len(bad)
+
+
 def check_output(path: str | None) -> None:
     """Fail early (a diagnostic, exit 1) if ``path`` cannot be written, before any work is done."""
     if path is None or path == "-":

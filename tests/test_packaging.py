@@ -27,12 +27,14 @@ def test_wheel_carries_the_grammar_and_parses_with_it(tmp_path):
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         assert "distc/_grammar/pir.lark" in names
+        assert "distc/dialects/paddle_ops.txt.gz" in names  # Paddle 3.3.1's op names (known_ops)
         z.extractall(tmp_path / "site")
     # run from the unpacked wheel only: no source tree on the path
     code = ("import distc, distc.syntax.grammar as g; "
             "p = g.grammar_path(); assert '_grammar' in str(p), p; "
             "prog = distc.parse('{\\n    (%0) = \"pd_op.full\" () {value:1} : () -> tensor<1xf32>\\n}\\n', fast=False); "
-            "print(len(prog.ops))")
+            "from distc.dialects.known_ops import is_known; assert not is_known('pd_op.matmull'); "
+            "assert is_known('pd_op.matmul'); print(len(prog.ops))")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr

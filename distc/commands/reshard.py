@@ -18,8 +18,8 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import (Staged, check_output, check_pattern, err_console, program_option, read_text, reporting, write_file,
-                      write_output)
+from ..driver import (Staged, check_output, check_pattern, err_console, program_option, read_text, reporting,
+                      warn_unknown_ops, write_file, write_output)
 from ..syntax.diagnostics import DiagnosticError
 from . import reshard_report as report
 
@@ -137,6 +137,8 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         from .verify import program_ranks
 
         before = parse_program(source, filename, program)
+        if not explorer:
+            warn_unknown_ops(before)
         known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
         if not all_ranks and not whole and known and rank not in known:

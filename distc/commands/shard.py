@@ -21,7 +21,8 @@ import click
 
 from ..analysis.cost import collectives_in
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import check_output, check_pattern, err_console, load, program_option, read_text, reporting, write_output
+from ..driver import (check_output, check_pattern, err_console, load, program_option, read_text, reporting,
+                      warn_unknown_ops, write_output)
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
@@ -176,6 +177,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         load_passes()
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         prog = load(main_file, program)
+        warn_unknown_ops(prog)
         known = _ranks_of(prog)
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
@@ -191,6 +193,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         sh = _prepare(prog, main_file, startup, stage, amp, axis, dims, annotate_only, verify_each)
         if sh.sprog is not None:
             assert startup is not None
+            warn_unknown_ops(sh.sprog)
             try:
                 check_startup(prog, sh.sprog, sh.sprog.filename or startup, warn)
             except DiagnosticError as e:

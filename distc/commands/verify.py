@@ -20,7 +20,7 @@ from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
 from ..analysis.simulate.step import StepReport, is_comm
-from ..driver import err_console, load, program_option, reporting
+from ..driver import err_console, load, program_option, reporting, warn_unknown_ops
 from ..ir.core import Program
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -138,6 +138,7 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
         raise click.UsageError("--startup and --startup-ranks go together")
     with reporting():
         sprog = load(serial, program)
+        warn_unknown_ops(sprog, note=None)
         check_serial(sprog)
         ranks = program_ranks(sprog)
         progs = load_ranks(pattern, ranks)

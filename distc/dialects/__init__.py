@@ -9,7 +9,9 @@
   in-place map (which result updates which operand);
 * :mod:`.spmd` -- the SPMD rules of the plain ops Paddle's API builds (transpose, reshape, split,
   concat): the dist attrs Paddle infers for them;
-* :mod:`.partial_order` -- the order Paddle prints the partial dims of an attr it builds.
+* :mod:`.partial_order` -- the order Paddle prints the partial dims of an attr it builds;
+* :mod:`.known_ops` -- every op name Paddle 3.3.1 has (``paddle_ops.txt.gz``) and the earlier
+  eras' names: which ops of a program Paddle does not know.
 
 It imports only ``distc.ir``; ``analysis`` and ``passes`` import it and not each other.
 """

@@ -7,8 +7,10 @@ class DiagnosticError(Exception):
     """An error in the user's input (or in what they asked for), with a source location."""
 
     def __init__(self, message: str, line: int | None = None, col: int | None = None,
-                 filename: str | None = None, source: str | None = None, notes: list[str] | None = None):
+                 filename: str | None = None, source: str | None = None, notes: list[str] | None = None,
+                 severity: str = "error"):
         super().__init__(message)
+        self.severity = severity  # "warning": rendered alike, by a caller that goes on
         self.message = message
         self.line = line
         self.col = col
@@ -26,10 +28,10 @@ class DiagnosticError(Exception):
     def render(self) -> str:
         name = self.filename or "<input>"
         if self.line is None:
-            head = f"{name}: error: {self.message}"
+            head = f"{name}: {self.severity}: {self.message}"
             return "\n".join([head, *(f"note: {n}" for n in self.notes)])
         col = self.col or 1
-        head = f"{name}:{self.line}:{col}: error: {self.message}"
+        head = f"{name}:{self.line}:{col}: {self.severity}: {self.message}"
         out = [head]
         if self.source is not None:
             lines = self.source.split("\n")

@@ -1,0 +1,88 @@
+"""Which op names Paddle knows: Paddle 3.3.1's registered ops, and the earlier names distc reads.
+
+``paddle_ops.txt.gz`` (beside this module) lists every op name of Paddle 3.3.1's ``libpaddle.so``
+(1,965: ``pd_op``, ``dist_op``, ``builtin``, ``cf``, ``onednn_op`` ...), made by
+``tools/paddle_op_names.py`` with the real Paddle.  To those come the names of earlier print eras
+that 3.3.1 no longer has (2024's ``c_allgather``, ``c_reducescatter``, ``c_allreduce_max_`` ...,
+from :mod:`.collectives`), and the ops of :mod:`.optimizers` and :mod:`.ops`.
+
+:func:`unknown_ops` finds the ops of a program whose name none of these has, in the dialects
+whose every op is known (``pd_op``, ``dist_op``, ``builtin``, ``cf``) or in a dialect Paddle does
+not have (``pd_opp.matmul``); kernel-dialect ops (``"add(phi_kernel)"``) and custom ops are not
+checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import gzip
+from pathlib import Path
+
+from ..ir.core import Operation, Program
+from . import collectives, ops, optimizers
+
+PADDLE_VERSION = "3.3.1"
+CHECKED_DIALECTS = frozenset({"pd_op", "dist_op", "builtin", "cf"})
+# dialects Paddle registers whose ops are not all in the list (user-defined, compiler-made), and
+# the 2023 name of pd_op
+UNCHECKED_DIALECTS = frozenset({"custom_op", "pd_kernel", "onednn_op", "onednn_kernel", "custom_kernel",
+                                "cinn_op", "cinn_runtime", "shape", "pd"})
+# 2024-era communication ops (Paddle 2.6 - 3.0 auto-parallel dumps) that 3.3.1 dropped
+EARLIER = frozenset({
+    *(f"pd_op.c_{k}_{r}{ip}" for k in ("allreduce", "reduce") for r in ("sum", "max", "min", "prod", "avg")
+      for ip in ("", "_")),
+    "pd_op.c_allgather", "pd_op.c_allgather_", "pd_op.c_reducescatter", "pd_op.c_reducescatter_",
+    "pd_op.c_broadcast", "pd_op.c_broadcast_", "pd_op.c_scatter", "pd_op.alltoall", "pd_op.alltoall_",
+    "pd_op.c_sync_calc_stream", "pd_op.c_sync_calc_stream_", "pd_op.c_sync_comm_stream",
+    "pd_op.c_sync_comm_stream_",
+})
+
+
+@functools.lru_cache(maxsize=1)
+def known_names() -> frozenset[str]:
+    with gzip.open(Path(__file__).with_name("paddle_ops.txt.gz"), "rt", encoding="utf-8") as f:
+        names = {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
+    names |= EARLIER | set(collectives.COLLECTIVE_OPS)
+    names |= {name for name, _ in optimizers.OPTIMIZERS}
+    names |= {v for k, v in vars(ops).items() if k.isupper() and isinstance(v, str) and "." in v}
+    return frozenset(names)
+
+
+def is_known(name: str) -> bool:
+    """False for a name Paddle 3.3.1 (and the earlier eras distc reads) does not have."""
+    if "(" in name:  # a kernel-dialect op: "add(phi_kernel)"
+        return True
+    dialect, dot, _ = name.partition(".")
+    if not dot:
+        return False
+    if dialect in UNCHECKED_DIALECTS:
+        return True
+    return name in known_names()
+
+
+def suggestion(name: str) -> str | None:
+    """The known op name closest to ``name`` (a typo's intended name), if one is close."""
+    dialect, _, base = name.partition(".")
+    pool = [n for n in known_names() if n.startswith(dialect + ".")] if dialect in CHECKED_DIALECTS else []
+    close = difflib.get_close_matches(name, pool or known_names(), n=1, cutoff=0.8)
+    if not close and dialect not in CHECKED_DIALECTS:  # a misspelt dialect: pd_opp.matmul
+        close = [n for n in (f"{d}.{base}" for d in sorted(CHECKED_DIALECTS)) if n in known_names()][:1]
+    return close[0] if close else None
+
+
+def unknown_ops(prog: Program) -> dict[str, list[Operation]]:
+    """The ops of ``prog`` with a name Paddle does not know, by name, in program order."""
+    out: dict[str, list[Operation]] = {}
+    for op in prog.walk():
+        if not is_known(op.name):
+            out.setdefault(op.name, []).append(op)
+    return out
+
+
+def unknown_message(name: str) -> str:
+    dialect = name.partition(".")[0]
+    what = (f"'{name}' is not an op of Paddle {PADDLE_VERSION}" if dialect in CHECKED_DIALECTS or "." not in name
+            else f"'{name}': Paddle {PADDLE_VERSION} has no dialect '{dialect}'")
+    hint = suggestion(name)
+    return what + (f" (did you mean '{hint}'?)" if hint else "")
