@@ -69,7 +69,7 @@ def test_several_programs_is_a_located_error_listing_them():
     lines = r.output.splitlines()
     assert lines[0] == f"{GLOG}:9:1: error: this file holds 2 programs; choose one with --program K"
     assert lines[1] == "IR after lowering = {"
-    assert "note: program 1: lines 1-7" in lines and "note: program 2: lines 8-16" in lines
+    assert "note: program 1: lines 1-7" in lines and "note: program 2: lines 9-15" in lines
     assert "Traceback" not in r.output
 
 

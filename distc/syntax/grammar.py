@@ -279,6 +279,10 @@ class LeafTransformer(Transformer):
     def raw(self, items):
         return A.RawAttr(str(items[0]))
 
+    def complex(self, items):
+        re_, im = items
+        return A.RawAttr(f"real:{re_} imag:{im}")
+
     def array(self, items):
         return A.ArrayAttr(tuple(i for i in items if i is not None))
 

@@ -23,7 +23,7 @@ from ..diagnostics import DiagnosticError
 from .fast import FastParser, _Fallback
 from .full import FullParser
 from .names import Builder
-from .programs import normalize_newlines, opens_program, program_spans, span_lines
+from .programs import normalize_newlines, program_core, program_spans, span_lines
 
 __all__ = ["Builder", "FastParser", "FullParser", "detect_style", "parse", "parse_program", "parse_programs"]
 
@@ -39,7 +39,7 @@ def parse(text: str, filename: str | None = None, *, fast: bool = True, progress
     spans = program_spans(text)
     if len(spans) > 1:
         raise _several(text, spans, filename)
-    return _parse_one(text, filename, fast, progress, newline)
+    return _parse_span(text, 0, len(text), filename, fast, newline, progress)
 
 
 def parse_programs(text: str, filename: str | None = None, *, fast: bool = True) -> list[Program]:
@@ -47,8 +47,6 @@ def parse_programs(text: str, filename: str | None = None, *, fast: bool = True)
     the text back."""
     text, newline = normalize_newlines(text)
     spans = program_spans(text)
-    if len(spans) == 1:
-        return [_parse_one(text, filename, fast, None, newline)]
     return [_parse_span(text, s, e, filename, fast, newline) for s, e in spans]
 
 
@@ -62,9 +60,7 @@ def parse_program(text: str, filename: str | None = None, index: int | None = No
     if not 1 <= index <= len(spans):
         raise DiagnosticError(f"--program {index}: the file holds {len(spans)} program(s)", filename=filename,
                               notes=_listing(text, spans))
-    if len(spans) == 1:
-        return _parse_one(text, filename, fast, progress, newline)
-    return _parse_span(text, *spans[index - 1], filename, fast, newline)
+    return _parse_span(text, *spans[index - 1], filename, fast, newline, progress)
 
 
 def clear_caches() -> None:
@@ -74,23 +70,28 @@ def clear_caches() -> None:
 
 
 def _several(text: str, spans, filename) -> DiagnosticError:
-    line = span_lines(text, spans[1:2])[0][0]
-    line += next((k for k, x in enumerate(text[spans[1][0]:spans[1][1]].split("\n")) if opens_program(x)), 0)
+    line = text.count("\n", 0, program_core(text, *spans[1])[0]) + 1
     e = DiagnosticError(f"this file holds {len(spans)} programs; choose one with --program K", line, 1,
                         notes=_listing(text, spans))
     return e.located(filename, text)
 
 
 def _listing(text: str, spans) -> list[str]:
-    return [f"program {k}: lines {a}-{b}" for k, (a, b) in enumerate(span_lines(text, spans), 1)]
+    cores = [program_core(text, s, e) for s, e in spans]
+    return [f"program {k}: lines {a}-{b}" for k, (a, b) in enumerate(span_lines(text, cores), 1)]
 
 
-def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str) -> Program:
-    """One program of several, parsed with its own line numbers (blank lines stand for the text
-    before it and are dropped from its head again)."""
-    pad = text.count("\n", 0, s)
-    prog = _parse_one("\n" * pad + text[s:e], filename, fast, None, newline)
-    prog.head = prog.head[pad:]
+def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, progress=None) -> Program:
+    """The program in ``text[s:e]``, parsed with its own line numbers: the log text before its
+    opening line stands as blank lines while parsing (then becomes its head), the text after its
+    closing line is kept as its tail."""
+    a, b = program_core(text, s, e)
+    if a == 0 and b == len(text):
+        return _parse_one(text, filename, fast, progress, newline)
+    pad = text.count("\n", 0, a)
+    prog = _parse_one("\n" * pad + text[a:b], filename, fast, progress, newline)
+    prog.head = text[s:a] + prog.head[pad:]
+    prog.tail += text[b:e]
     return prog
 
 

@@ -71,7 +71,7 @@ class Builder:
                 self.scopes[0][vname] = v
             elif v is None:
                 raise DiagnosticError(f"use of undefined value %{vname}", vl, vc)
-            elif v._type is NULL_TYPE and isinstance(v, BlockArgument) and in_types is not None:
+            elif v._type is NULL_TYPE and in_types is not None and _untyped(v):
                 v._type = in_types[i]  # block arguments print no type: learn it from the first use
             if in_types is not None and in_types[i] is not v._type and in_types[i] != v._type:
                 raise DiagnosticError(
@@ -95,6 +95,15 @@ class Builder:
         for r, (rname, rl, rc) in zip(op.results, results):
             self.define(rname, r, rl, rc)
         return op
+
+
+def _untyped(v: Value) -> bool:
+    """A value whose type the text does not print: a block argument, or a result of an op that
+    prints no types (``pd_op.while`` carrying a block argument of an enclosing loop)."""
+    if isinstance(v, BlockArgument):
+        return True
+    owner = v.owner
+    return owner is not None and owner.sig == "none"
 
 
 def _check_op_dist(name, od, values, out_types, line, col) -> None:

@@ -1,17 +1,21 @@
-"""Files holding several programs (GLOG logs, ``reshard --all-ranks`` output: a program, ``// ...``
-lines, another program) and CRLF files.
+"""Files holding several programs (GLOG logs, ``print(program)`` output, the pass manager's IR
+printing, ``reshard --all-ranks`` output) and CRLF files.
 
-A program ends at a ``}`` line in column 0 (Paddle indents everything inside a program) when the
-next line that is not blank or a ``//`` comment opens another program (``{`` at its end, perhaps
-after a banner such as ``IR after lowering = ``).  The lines between two programs belong to the
-second one's head, trailing lines to the last one's tail, so printing the programs one after the
-other gives the file back byte for byte."""
+A program opens at a line ending in ``{`` (perhaps after a banner such as ``IR after lowering = ``)
+whose next line that is not blank or a ``//`` comment is an op line, a block header or a ``}``.
+It ends at a ``}`` line in column 0 (Paddle indents everything inside a program) after which the
+next such line is not an op line, a block header or a ``}`` (a region closed in column 0 by a
+hand-indented dump is followed by more ops).  Any text may stand between programs (log lines,
+IR-printing banners): it belongs to the next program's head, text after the last program to its
+tail, so printing the programs one after the other gives the file back byte for byte."""
 
 from __future__ import annotations
 
 import re
 
 _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
+_OPENER = re.compile(r"^[^{(\n]*\{[ \t]*$", re.M)
+_OPISH = re.compile(r'[ \t]*(?:\([^()\n]*\) = "|\^|\})')
 
 
 def normalize_newlines(text: str) -> tuple[str, str]:
@@ -27,31 +31,73 @@ def opens_program(line: str) -> bool:
     return s.endswith("{") and "{" not in s[:-1] and "(" not in s[:-1]
 
 
+def _next_content(text: str, pos: int) -> int:
+    """Offset of the next line from ``pos`` that is not blank or a ``//`` comment (-1: none)."""
+    m = _NON_TRIVIA.search(text, pos)
+    if m is None:
+        return -1
+    return text.rfind("\n", 0, m.start()) + 1
+
+
+def _opener(text: str, pos: int, end: int) -> int:
+    """Start of the first line in ``[pos, end)`` that opens a program (-1: none)."""
+    while True:
+        m = _OPENER.search(text, pos, end)
+        if m is None:
+            return -1
+        k = _next_content(text, m.end())
+        if k >= 0 and _OPISH.match(text, k):
+            return m.start()
+        pos = m.end() + 1
+
+
+def _close(text: str, a: int, end: int) -> int:
+    """Offset just after the ``}`` line that closes the program opened at ``a`` (-1: none)."""
+    pos = text.find("\n", a, end)
+    while pos >= 0:
+        k = text.find("\n}", pos, end)
+        if k < 0:
+            return -1
+        e = text.find("\n", k + 1, end)
+        e = end if e < 0 else e
+        pos = e
+        if text[k + 2:e].strip(" \t"):
+            continue  # '}' followed by more on its line ('} else {'): not a program's end
+        c = _next_content(text, e)
+        if c < 0 or c >= end or not _OPISH.match(text, c):
+            return min(e + 1, end)
+        if e >= end:
+            return -1
+    return -1
+
+
 def program_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` offsets of each program in ``text`` (one span for an ordinary file)."""
     spans: list[tuple[int, int]] = []
-    start = 0
-    pos = 0
     n = len(text)
-    while True:
-        k = text.find("\n}", pos)
-        if k < 0:
-            break
-        e = text.find("\n", k + 1)
-        e = n if e < 0 else e
-        pos = e
-        if text[k + 2:e].strip(" \t"):
-            continue  # '}' followed by more on its line: not a program's end
-        m = _NON_TRIVIA.search(text, e)
-        if m is None:
-            break  # only trivia after it: the last program
-        line_end = text.find("\n", m.start())
-        if not opens_program(text[m.start():n if line_end < 0 else line_end]):
-            continue
-        spans.append((start, e + 1))
-        start = e + 1
+    start = 0
+    a = _opener(text, 0, n)
+    while a >= 0:
+        b = _close(text, a, n)
+        if b < 0:
+            break  # no closing line: this program runs to the end (and fails there, located)
+        a = _opener(text, b, n)
+        if a < 0:
+            break  # only log text after it: the last program's tail
+        spans.append((start, b))
+        start = b
     spans.append((start, n))
     return spans
+
+
+def program_core(text: str, s: int, e: int) -> tuple[int, int]:
+    """Within the span ``[s, e)``: the start of its program's opening line and the end of its
+    closing line (the text around them is log text, kept as the program's head and tail)."""
+    a = _opener(text, s, e)
+    if a < 0:
+        return s, e
+    b = _close(text, a, e)
+    return a, e if b < 0 else b
 
 
 def span_lines(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
