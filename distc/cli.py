@@ -135,11 +135,15 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
             passes = parse_pipeline(pipeline)
         except DiagnosticError as e:  # the -p text is an option, not an input file: usage (exit 2)
             raise click.BadParameter(e.message, param_hint="'-p' / '--pass-pipeline'") from None
+        if not passes:
+            raise click.BadParameter("names no pass (`distc passes` lists them; `distc fmt` prints a program "
+                                     "back unchanged)", param_hint="'-p' / '--pass-pipeline'")
         load_inputs(passes)
         prog = load(file, program)
         t_parse = time.perf_counter() - t0
         if any(p.name != "verify" for p in passes):  # a pass rewrites the program
             warn_unknown_ops(prog)
+        _check_ranks(passes, prog)
 
         def after(p, prg) -> None:
             err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)
@@ -155,6 +159,20 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
                                  ("(print)", t_print)], ctx)
         elif time_passes:
             _timing_table([("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings), ("(print)", t_print)])
+
+
+def _check_ranks(passes, prog) -> None:
+    """A pass's ``rank`` option names a rank of the program's meshes (as ``--rank`` does)."""
+    from .analysis.cost import program_ranks
+
+    known = None
+    for p in passes:
+        r = getattr(p, "rank", None)
+        if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+            known = program_ranks(prog) if known is None else known
+            if known and r not in known:
+                raise DiagnosticError(f"{p.spec()}: rank {r} is in none of the program's meshes (ranks "
+                                      f"{', '.join(map(str, known))})", filename=prog.filename)
 
 
 def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx) -> None:

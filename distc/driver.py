@@ -13,7 +13,7 @@ from typing import Iterator
 import click
 
 from .ir.core import Program
-from .syntax.diagnostics import DiagnosticError
+from .syntax.diagnostics import DiagnosticError, line_col
 from .syntax.parser import parse_program
 
 LOG_WIDTH = 100_000  # the console width off a terminal
@@ -38,15 +38,36 @@ def read_text(path: str) -> str:
     try:
         if path == "-":
             buf = getattr(sys.stdin, "buffer", None)  # bytes: line ends as they are (CRLF stays)
-            return buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
-        with open(path, encoding="utf-8", newline="") as f:
-            return f.read()
+            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8", newline="") as f:
+                text = f.read()
     except FileNotFoundError:
         raise DiagnosticError("no such file", filename=path) from None
     except IsADirectoryError:
         raise DiagnosticError("is a directory", filename=path) from None
     except UnicodeDecodeError as e:
-        raise DiagnosticError(f"not UTF-8 text ({e.reason} at byte {e.start})", filename=path) from None
+        raise _not_text(e, "<stdin>" if path == "-" else path) from None
+    nul = text.find("\x00")
+    if nul >= 0:  # no PIR dump holds a NUL byte
+        line, col = line_col(text, nul)
+        raise DiagnosticError("a binary file, not PIR text (a NUL byte)", line, col,
+                              filename="<stdin>" if path == "-" else path, source=text)
+    return text
+
+
+def _not_text(e: UnicodeDecodeError, path: str) -> DiagnosticError:
+    """A located error at the first byte that is not UTF-8, the line shown with U+FFFD for bad bytes."""
+    data = e.object if isinstance(e.object, bytes) else bytes(e.object)
+    start = data.rfind(b"\n", 0, e.start) + 1
+    end = data.find(b"\n", e.start)
+    line_bytes = data[start: end if end >= 0 else len(data)][:4096]
+    shown = line_bytes.decode("utf-8", "replace")
+    line = data.count(b"\n", 0, e.start) + 1
+    col = len(data[start:e.start].decode("utf-8", "replace")) + 1
+    what = "a binary file, not PIR text" if b"\x00" in data[:4096] else "not UTF-8 text"
+    return DiagnosticError(f"{what} (byte 0x{data[e.start]:02x}: {e.reason} in UTF-8)", line, col,
+                           filename=path, source="\n" * (line - 1) + shown)
 
 
 def load(path: str, program: int | None = None) -> Program:

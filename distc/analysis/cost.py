@@ -72,3 +72,16 @@ def human_bytes(n: int) -> str:
         if abs(x) < 1024 or unit == "TiB":
             return f"{x:.1f} {unit}"
     return f"{n} B"  # pragma: no cover
+
+
+def program_ranks(prog) -> list[int]:
+    """Every process id of every mesh in the program (op meshes and value types)."""
+    meshes = {}  # by identity: a program shares a few mesh objects among all its ops
+    for op in prog.walk():
+        d = op.dist_attr
+        if d is not None:
+            meshes[id(d.mesh)] = d.mesh
+        for r in op.results:
+            if isinstance(r.type, DistTensorType):
+                meshes[id(r.type.dist.mesh)] = r.type.dist.mesh
+    return sorted({p for m in meshes.values() for p in m.process_ids})

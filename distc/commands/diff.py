@@ -9,6 +9,7 @@ import sys
 import click
 
 from ..driver import load, program_option, read_text, reporting, write_output
+from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
 Exit status:
@@ -51,11 +52,24 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
         raise click.UsageError("--quiet prints nothing; drop --json")
     with reporting():
         progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
+        if rank is not None:
+            _check_rank(rank, progs_a + progs_b)
         equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
                                no_summary, quiet)
         if not quiet:
             write_output(None, text)
         sys.exit(0 if equal else 1)
+
+
+def _check_rank(rank: int, progs: list) -> None:
+    """--rank (the summary's) names a rank of each program's meshes, as --rank does in every command."""
+    from ..analysis.cost import program_ranks
+
+    for p in progs:
+        known = program_ranks(p)
+        if known and rank not in known:
+            raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
+                                  f"{', '.join(map(str, known))})", filename=p.filename)
 
 
 def _programs(path: str, program: int | None) -> list:

@@ -134,11 +134,16 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if not (all_ranks and output is not None and output != "-"):
             check_output(output)
         from ..syntax.parser import parse_program
-        from .verify import program_ranks
+        from ..analysis.cost import program_ranks
 
         before = parse_program(source, filename, program)
         if not explorer:
             warn_unknown_ops(before)
+            if not any(op.name == ops.RESHARD for op in before.walk()):
+                err_console().print(DiagnosticError(
+                    "no dist_op.reshard in the program: nothing to lower (a program before partition? "
+                    "`distc shard`, or `distc opt FILE -p partition,reshard{rank=R}`)", filename=filename,
+                    severity="warning").render(), markup=False)
         known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
         if not all_ranks and not whole and known and rank not in known:
@@ -158,6 +163,9 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             ranks = [rank]
         if verify and rank not in ranks and not all_ranks:
             ranks = sorted(set(ranks) | {rank})
+        if all_ranks and output is not None and output != "-":  # every output writable, before any work
+            for r in ranks:
+                check_output(_output_path(output, r))
         results = {}
         for r in ranks if (all_ranks or verify) else [rank]:
             results[r] = _lower(source, filename, r, paddle_only, coshard, program)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from ..analysis.cost import collectives_in
+from ..analysis.cost import collectives_in, program_ranks
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
 from ..driver import (check_output, check_pattern, err_console, load, program_option, read_text, reporting,
                       warn_unknown_ops, write_output)
@@ -28,19 +28,6 @@ from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
 from .shard_inputs import check_main, check_startup
 from .shard_ranks import check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
-
-def _ranks_of(prog: Program) -> list[int]:
-    """Every process id of every mesh in the program."""
-    meshes = {}  # by identity: a program shares a few mesh objects among all its ops
-    for op in prog.walk():
-        d = op.dist_attr
-        if d is not None:
-            meshes[id(d.mesh)] = d.mesh
-        for r in op.results:
-            rd = r.dist_attr
-            if rd is not None:
-                meshes[id(rd.mesh)] = rd.mesh
-    return sorted({p for m in meshes.values() for p in m.process_ids})
 
 
 def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str, verify_each: bool = False,
@@ -178,7 +165,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         prog = load(main_file, program)
         warn_unknown_ops(prog)
-        known = _ranks_of(prog)
+        known = program_ranks(prog)
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
         else:

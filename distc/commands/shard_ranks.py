@@ -21,24 +21,22 @@ from ..syntax.diagnostics import DiagnosticError
 PER_RANK_ROWS = 16  # above this many ranks the summary shows only the spread
 
 
-def parse_ranks(text: str) -> list[int]:
-    """``0-3,6`` -> [0, 1, 2, 3, 6]."""
-    out: set[int] = set()
+def parse_ranks(text: str) -> list[range]:
+    """``0-3,6`` -> [range(0, 4), range(6, 7)] (ranges, not lists: ``0-99999999999`` costs nothing)."""
+    out: list[range] = []
     for part in text.split(","):
         p = part.strip()
         try:
-            if "-" in p:
-                a, b = (int(x) for x in p.split("-", 1))
-                if a > b or a < 0:
-                    raise ValueError
-                out.update(range(a, b + 1))
-            else:
-                if int(p) < 0:
-                    raise ValueError
-                out.add(int(p))
+            if not p.replace("-", "").isdigit():  # digits only: no signs, spaces, 0x, 1.0
+                raise ValueError
+            a, _, b = p.partition("-")
+            lo, hi = int(a), int(b or a)
+            if not b and "-" in p or lo > hi:
+                raise ValueError
+            out.append(range(lo, hi + 1))
         except ValueError:
             raise click.BadParameter(f"{text!r}: expected ranks like 0-3,6", param_hint="--ranks") from None
-    return sorted(out)
+    return out
 
 
 def format_ranks(ranks) -> str:
@@ -71,18 +69,27 @@ def check_many(rank: int | None, all_ranks: bool, rank_list: str | None, output:
         raise click.UsageError("-o and --startup-out name the same files")
 
 
-def select_ranks(known: list[int], wanted: list[int] | None, filename: str | None) -> list[int]:
+def select_ranks(known: list[int], wanted: list[range] | None, filename: str | None) -> list[int]:
     if not known:
         raise DiagnosticError("the program has no process mesh: there are no ranks to lower for (use --rank)",
                               filename=filename)
     if wanted is None:
         return known
-    bad = [r for r in wanted if r not in known]
+    bad: list[range] = []  # the wanted ranks outside ``known``, as ranges
+    for rg in wanted:
+        lo = rg.start
+        for k in [k for k in known if k in rg] + [rg.stop]:
+            if k > lo:
+                bad.append(range(lo, k))
+            lo = k + 1
     if bad:
-        raise DiagnosticError(f"rank{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} "
-                              f"{'are' if len(bad) > 1 else 'is'} in none of the program's meshes "
-                              f"(ranks {', '.join(map(str, known))})", filename=filename)
-    return wanted
+        many = len(bad) > 1 or len(bad[0]) > 1
+        names = ", ".join(", ".join(map(str, b)) if len(b) <= 2 else f"{b.start}-{b.stop - 1}" for b in bad[:20])
+        raise DiagnosticError(f"rank{'s' * many} {names}{', ...' if len(bad) > 20 else ''} "
+                              f"{'are' if many else 'is'} in none of the program's meshes (ranks "
+                              f"{', '.join(map(str, known)) if len(known) <= 16 else format_ranks(known)})",
+                              filename=filename)
+    return sorted({r for rg in wanted for r in rg})
 
 
 def default_jobs() -> int:

@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 
 import click
 
+from ..analysis.cost import program_ranks
 from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
@@ -26,19 +27,6 @@ from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 
 EXIT_NO_KERNEL = 3
-
-
-def program_ranks(prog: Program) -> list[int]:
-    """Every process id of the program's meshes (op meshes and value types)."""
-    ranks: set[int] = set()
-    for op in prog.walk():
-        d = op.dist_attr
-        if d is not None:
-            ranks.update(d.mesh.process_ids)
-        for r in op.results:
-            if isinstance(r.type, DistTensorType):
-                ranks.update(r.type.dist.mesh.process_ids)
-    return sorted(ranks)
 
 
 def _at(prog: Program, op, message: str) -> DiagnosticError:

@@ -37,6 +37,8 @@ class DiagnosticError(Exception):
             lines = self.source.split("\n")
             if 0 < self.line <= len(lines):
                 text = lines[self.line - 1].rstrip("\r")
+                if not text.isprintable():  # control characters (a binary file ...) as U+FFFD, one for one
+                    text = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in text)
                 shown, caret_col = _clip(text, col)
                 out.append(shown)
                 prefix = "".join(c if c == "\t" else " " for c in shown[: caret_col - 1])
