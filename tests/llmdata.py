@@ -14,7 +14,16 @@ LLM = DATA / "oracle/llm"
 CONFIGS = ("clip", "amp")
 MESH_DIMS = {"llama_dp4": ("dp",), "llama_dp2mp2": ("dp", "mp"), "llama_dp2mp4": ("dp", "mp")}
 RANKS = {"llama_dp4": range(4), "llama_dp2mp2": range(4), "llama_dp2mp4": range(8)}
-_NAME = re.compile(r"(clip|amp)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")
+# gen_llm.py --more: other meshes, optimizers, shapes (configs sgd, noclip, amsgrad, clipnorm,
+# ampnorm, decay)
+# and (config ``mlp``) gen_stage1.py --more: the MLP of stage1/ at stages 2 and 3, dp2, dp8
+MORE_MESH_DIMS = {"llama_dp2": ("dp",), "llama_dp1mp2": ("dp", "mp"), "llama_dp4mp2": ("dp", "mp"),
+                  "llama_dp2mp2p": ("dp", "mp"), "llama62_dp4": ("dp",),
+                  "mlp_dp2_adamw": ("dp",), "mlp_dp4_adamw": ("dp",), "mlp_dp2_sgd": ("dp",),
+                  "mlp_dp2mp2_adamw": ("dp", "mp"), "mlp15_dp4_adamw": ("dp",), "mlp_dp8_adamw": ("dp",)}
+AMP_CONFIGS = ("amp", "ampnorm")  # built with strategy.amp: distc shard --amp
+MESH_DIMS.update(MORE_MESH_DIMS)
+_NAME = re.compile(r"(\w+)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,11 +65,14 @@ def write(tmp_path, config: str, case: str, stage: str, rank: int, snap: str):
     return p
 
 
-def cases():
-    """(config, case, rank) of every generated program."""
+def cases(more: bool = False):
+    """(config, case, rank) of every generated program: the clip/amp programs of the three
+    meshes, or (``more``) those of ``gen_llm.py --more``."""
     seen = []
     for name in manifest():
         m = _NAME.match(name)
         if m and m.group(3) == "s0" and m.group(5) == "before_partition":
-            seen.append((m.group(1), m.group(2), int(m.group(4))))
+            base = m.group(1) in CONFIGS and m.group(2) in RANKS
+            if base != more:
+                seen.append((m.group(1), m.group(2), int(m.group(4))))
     return sorted(seen)

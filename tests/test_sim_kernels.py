@@ -244,6 +244,14 @@ def test_vector_ops_and_norms():
     close(run_op("pd_op.unsqueeze", [a, np.array([0, -1])])[0].shape, (1, 3, 1), 0)
 
 
+def test_clip_by_norm():
+    """ClipGradByNorm(max_norm): scaled to the max norm when over it, unchanged under it."""
+    g = RNG.standard_normal((3, 4)) * 3
+    n = np.sqrt(np.sum(g * g))
+    close(run_op("pd_op.clip_by_norm", [g], "max_norm:1")[0], g / n, 1e-12)
+    close(run_op("pd_op.clip_by_norm", [g], f"max_norm:{n * 2}")[0], g, 0)
+
+
 def test_global_norm_clip_chain():
     """ClipGradByGlobalNorm(1.0) as the programs write it: g * 1 / max(sqrt(sum ||g_i||^2), 1)."""
     gs = [RNG.standard_normal((3, 2)) * 2, RNG.standard_normal(4)]

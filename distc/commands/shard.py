@@ -26,7 +26,7 @@ from ..driver import (check_output, check_pattern, err_console, load, program_op
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
-from .shard_inputs import check_main, check_startup
+from .shard_inputs import check_main, check_sharding_degree, check_startup
 from .shard_ranks import check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
 
 
@@ -178,6 +178,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         if prove:
             _prove(main_file, startup, stage, amp, axis, dims, output if many else None, program)
         sh = _prepare(prog, main_file, startup, stage, amp, axis, dims, annotate_only, verify_each)
+        if stage >= 1:
+            check_sharding_degree(prog, sh.ctx.stats.sharding_axis, dims, prog.filename or main_file, warn)
         if sh.sprog is not None:
             assert startup is not None
             warn_unknown_ops(sh.sprog)

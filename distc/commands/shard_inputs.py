@@ -8,6 +8,8 @@ success ("saving 0 bytes", exit 0).
 * ``--startup`` must initialise the optimizer states MAIN reads: none of them -> an error (it is
   e.g. Paddle's ``startup.before`` dump, taken before the optimizer created its states; the input
   is ``startup_after_remove``); some of them -> a warning naming the missing ones.
+* ZeRO (stage 1 to 3) over a mesh dim of one rank shards nothing: a warning (Paddle's program is
+  still printed: it annotates the states ``Shard`` on that dim all the same).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ..dialects import ops
 from ..dialects.optimizers import BETA_POW, MASTER, STATE, looks_like_optimizer, optimizer_sig
 from ..ir.core import Program
 from ..passes.shard_startup import SINKS
-from ..passes.sharding_util import fail
+from ..passes.sharding_util import dist_of, fail
 from ..syntax.diagnostics import DiagnosticError
 
 
@@ -87,3 +89,18 @@ def check_startup(prog: Program, startup: Program, path: str, warn) -> None:
         warn(f"{path}: warning: the startup program does not initialise {len(missing)} of the "
              f"{len(states)} optimizer states MAIN reads ({', '.join(repr(m) for m in missing[:3])}{more}); "
              f"they would start uninitialised")
+
+
+def check_sharding_degree(prog: Program, axis: int | None, dims: tuple[str, ...], path: str, warn) -> None:
+    """A sharding mesh dim of size 1: ZeRO saves nothing, say so (never a silent 'saving 0 bytes')."""
+    if axis is None:
+        return
+    for op in _opt_ops(prog):
+        d = dist_of(op.operand(0)) if op.num_operands else None
+        if d is not None and axis < d.mesh.ndim:
+            if d.mesh.shape[axis] == 1:
+                name = f" ({dims[axis]})" if axis < len(dims) else ""
+                warn(f"{path}: warning: the sharding mesh dim {axis}{name} has 1 rank (mesh shape "
+                     f"{list(d.mesh.shape)}): ZeRO shards nothing and saves no memory (the program is "
+                     f"Paddle's, which annotates the states Shard on that dim all the same)")
+            return

@@ -49,4 +49,7 @@ SQUARED_L2_NORM = "pd_op.squared_l2_norm"
 STACK = "pd_op.stack"
 CHECK_FINITE_AND_UNSCALE_ = "pd_op.check_finite_and_unscale_"
 UPDATE_LOSS_SCALING_ = "pd_op.update_loss_scaling_"
+# per-tensor gradient clips (ClipGradByNorm, ClipGradByValue): one gradient in, one out
+CLIP_BY_NORM = "pd_op.clip_by_norm"
+CLIP = "pd_op.clip"
 PYLAYER = "pd_op.pylayer"

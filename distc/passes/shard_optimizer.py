@@ -323,7 +323,7 @@ class ShardOptimizerPass(ModulePass):
                          "global-norm clip, which sums the norms of the sharded gradients")
         n = reshard_grads_before_clip(prog, targets, mk)
         if n == 0:
-            ctx.notes.append("shard-optimizer: AMP path: no global-norm clip on the gradients; "
+            ctx.notes.append("shard-optimizer: AMP path: no gradient clip (global-norm or per-tensor); "
                              "the gradients are resharded at the update as without AMP")
         return True
 

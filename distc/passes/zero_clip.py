@@ -26,6 +26,7 @@ from .paddle_api import PaddleAPI
 from .sharding_util import dist_of, op_role_attr
 
 LOW_PRECISION = ("bf16", "f16", "bfloat16", "float16")
+PER_TENSOR_CLIPS = (ops.CLIP_BY_NORM, ops.CLIP)  # ClipGradByNorm, ClipGradByValue
 
 
 def detect_amp(prog: Program) -> list[str]:
@@ -65,24 +66,34 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
                               mk: Maker, retype: bool = False) -> int:
     """``targets``: (optimizer op, grad operand index, ZeRO layout of its states).  Insert the
     gradient reshards before the clip and re-infer the clip ops' layouts.  Returns how many
-    gradients were resharded (0: no global-norm clip found, nothing done).
+    gradients were resharded (0: no clip found, nothing done).  A per-tensor clip
+    (``ClipGradByNorm``: ``clip_by_norm``) gets the same reshards, before the first clip op.
 
     ``retype`` (ZeRO-3 without AMP): no reshard op; the gradient's *type* takes the ZeRO layout
     while its producer's op_dist_attr keeps the partial result, so the partition pass lowers the
-    difference right after the backward op (a reduce-scatter), as Paddle's stage 3 does."""
-    jobs = []
+    difference right after the backward op (a reduce-scatter), as Paddle's stage 3 does.  Under a
+    per-tensor clip (``clip_by_norm``, ``clip``) that is the clip's input: the clip keeps its
+    replicated layout (an all-gather before it), the update slices the clipped gradient."""
+    jobs, per_tensor = [], []
     for opt, gi, want in targets:
         found = _grad_source(opt, gi)
         if found is None:
             g = opt.operand(gi)
+            clip = g.owner if g is not None and g.owner is not None and g.owner.name in PER_TENSOR_CLIPS else None
+            if clip is not None:
+                g = clip.operand(0)  # Paddle reshards (stage 3: retypes) the gradient it clips
             if retype and isinstance(g.type if g is not None else None, DistTensorType):
                 g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
+            elif clip is not None and not retype:
+                per_tensor.append((clip, g, want))
             continue
         g, mul = found
         norm = next(u for u in g.users if u.name == ops.SQUARED_L2_NORM)
         jobs.append((norm, g, mul, want))
+    if per_tensor:
+        _reshard_before(prog, per_tensor, mk)
     if not jobs:
-        return 0
+        return len(per_tensor)
     order = {id(op): i for i, op in enumerate(prog.block.ops)}
     jobs.sort(key=lambda j: order.get(id(j[0]), 0))
     cur = InsertPoint.before(jobs[0][0])
@@ -108,6 +119,17 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
     for s in stacks.values():
         _stack(s, mk)
     return len(jobs)
+
+
+def _reshard_before(prog: Program, jobs: list[tuple[Operation, Value, TensorDistAttr]], mk: Maker) -> None:
+    """A per-tensor clip under AMP: every gradient resharded to its ZeRO layout just before the
+    first clip op, in the order of the clips; each clip keeps its own (replicated) layout."""
+    order = {id(op): i for i, op in enumerate(prog.block.ops)}
+    jobs.sort(key=lambda j: order.get(id(j[0]), 0))
+    cur = InsertPoint.before(jobs[0][0])
+    for clip, g, want in jobs:
+        r = cur.insert(make_reshard(mk, g, want, op_role_attr(clip))).result
+        clip.set_operand(0, r)
 
 
 def _set_result(op: Operation, i: int, d: TensorDistAttr, mk: Maker) -> None:

@@ -15,6 +15,10 @@ Usage (/work/paddle/bin/python or any venv with paddlepaddle==3.3.1 and numpy<2.
                                                # (name -> stored file; `corpus` marks the files
                                                # byte-identical to CORPUS, checked)
   python gen_llm.py --unpack DEST OUT          # back to plain files (for inspection)
+  python gen_llm.py --out DIR --more [FILTER]  # the MORE configurations (other meshes, optimizers,
+                                               # shapes) -> DIR/CONFIG/ (and gen_stage1.py --out DIR
+                                               # --more: DIR/mlp/)
+  python gen_llm.py --pack-more DIR DEST       # the KEEP subset of DIR into DEST's manifest + store
 
 Each (config, case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
 PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
@@ -39,6 +43,74 @@ MESHES = {
     "llama_dp2mp2": ([[0, 1], [2, 3]], ["dp", "mp"]),
     "llama_dp2mp4": ([[0, 1, 2, 3], [4, 5, 6, 7]], ["dp", "mp"]),
 }
+BASE_MESHES = list(MESHES)
+
+# More configurations (`--more`): (config, case, stages, ranks).  Configs beyond clip/amp:
+# `sgd` (SGD + global-norm clip, constant LR); `noclip` (AdamW(weight_decay=0, beta1=0.85,
+# beta2=0.99, epsilon=1e-6), no clip, constant LR); `amsgrad` (AdamW(amsgrad=True) + global-norm
+# clip); `clipnorm` (AdamW + ClipGradByNorm(1.0), per tensor), `ampnorm` (the same with
+# strategy.amp as in `amp`); `decay` (AdamW(weight_decay=0.05),
+# apply_decay_param_fun: no decay for the RMSNorm weights, + global-norm clip).  (ClipGradByValue
+# fails in Paddle at stage 0 already: `NotImplementedError`.)  Cases beyond the three meshes: dp2; dp degree 1
+# (mesh [[0,1]] dims dp,mp); dp4 x mp2 (8 ranks); dp x mp with process ids [[0,2],[1,3]];
+# llama62 (vocab 62: the embedding's first dim does not divide by 4).  (mp x dp, dp the second
+# mesh dim, fails in Paddle's completion at stage 0 already: `Multiple Tensor Axes [a,k] is
+# sharded by same mesh dimension [0]`.)
+MESHES.update({
+    "llama_dp2": ([0, 1], ["dp"]),
+    "llama_dp1mp2": ([[0, 1]], ["dp", "mp"]),
+    "llama_dp4mp2": ([[0, 1], [2, 3], [4, 5], [6, 7]], ["dp", "mp"]),
+    "llama_dp2mp2p": ([[0, 2], [1, 3]], ["dp", "mp"]),
+    "llama62_dp4": ([0, 1, 2, 3], ["dp"]),
+})
+CASE_VOCAB = {"llama62_dp4": 62}
+MORE = [
+    ("clip", "llama_dp2", STAGES, None),
+    ("clip", "llama_dp1mp2", STAGES, None),
+    ("clip", "llama_dp4mp2", ["s0", "s1"], None),
+    ("clip", "llama_dp2mp2p", STAGES, None),
+    ("clip", "llama62_dp4", STAGES, None),
+    ("amp", "llama_dp2", STAGES, None),
+    ("sgd", "llama_dp4", STAGES, None),
+    ("sgd", "llama_dp2mp2", STAGES, None),
+    ("noclip", "llama_dp2mp2", STAGES, None),
+    ("noclip", "llama_dp4", STAGES, None),
+    ("amsgrad", "llama_dp4", ["s0", "s1", "s3"], None),
+    ("amsgrad", "llama_dp2mp2", ["s0", "s1"], None),
+    ("clipnorm", "llama_dp4", ["s0", "s1", "s3"], None),
+    ("clipnorm", "llama_dp2mp2", ["s0", "s1"], None),
+    ("decay", "llama_dp2mp2", ["s0", "s1"], None),
+    ("ampnorm", "llama_dp4", ["s0", "s1", "s3"], None),
+    ("ampnorm", "llama_dp2mp2", ["s0", "s1"], None),
+]  # ranks None: every rank of the mesh
+
+# What of the --more output is stored (tests/data/oracle/llm, `--pack-more`): (config, case, stage,
+# ranks).  Each kept rank also keeps its stage-0 inputs (before_partition, startup_after_remove);
+# where Paddle failed, its error file is kept for every rank of the mesh.  `mlp` is
+# gen_stage1.py --more (its startup.before / after_remove / startup_after_reshard are not kept).
+KEEP = [
+    ("clip", "llama_dp2", "s1", [0, 1]), ("clip", "llama_dp2", "s2", [0]), ("clip", "llama_dp2", "s3", [1]),
+    ("clip", "llama_dp1mp2", "s1", [0, 1]), ("clip", "llama_dp1mp2", "s3", [0, 1]),
+    ("clip", "llama_dp4mp2", "s1", [0, 5]),
+    ("clip", "llama_dp2mp2p", "s1", [1, 2]), ("clip", "llama_dp2mp2p", "s3", [0, 1, 2, 3]),
+    ("clip", "llama62_dp4", "s1", [0, 1, 2, 3]),
+    ("clip", "llama62_dp4", "s3", [0, 1, 2, 3]),
+    ("amp", "llama_dp2", "s1", [0, 1]), ("amp", "llama_dp2", "s2", [0, 1]),
+    ("sgd", "llama_dp4", "s1", [0]), ("sgd", "llama_dp4", "s3", [3]),
+    ("sgd", "llama_dp2mp2", "s1", [3]), ("sgd", "llama_dp2mp2", "s3", [0, 1, 2, 3]),
+    ("noclip", "llama_dp4", "s3", [0]),
+    ("amsgrad", "llama_dp4", "s1", [0]), ("amsgrad", "llama_dp4", "s3", [2]),
+    ("clipnorm", "llama_dp4", "s1", [0]), ("clipnorm", "llama_dp4", "s3", [0, 3]),
+    ("ampnorm", "llama_dp4", "s1", [0]), ("ampnorm", "llama_dp4", "s3", [1]),
+    ("ampnorm", "llama_dp2mp2", "s1", [2]),
+    ("decay", "llama_dp2mp2", "s1", [0]),
+    ("mlp", "mlp_dp2_adamw", "s1", [0, 1]), ("mlp", "mlp_dp2_adamw", "s3", [0, 1]),
+    ("mlp", "mlp_dp4_adamw", "s3", [0, 1, 2, 3]), ("mlp", "mlp_dp2_sgd", "s3", [0, 1]),
+    ("mlp", "mlp_dp2mp2_adamw", "s2", [1]), ("mlp", "mlp_dp2mp2_adamw", "s3", [0, 1, 2, 3]),
+    ("mlp", "mlp15_dp4_adamw", "s3", [0, 1, 3]), ("mlp", "mlp_dp8_adamw", "s1", [7]),
+    ("mlp", "mlp_dp8_adamw", "s3", [0, 7]),
+]
+KEEP_SNAPSHOTS = SNAPSHOTS + ["error"]
 
 # the corpus holds rank 0 of these
 CORPUS = {"llama_dp2mp2": STAGES, "llama_dp4": ["s0", "s3"]}
@@ -69,6 +141,7 @@ def build_and_capture(config, case, stage, snapshot_cb):
     paddle.seed(2024)
     np.random.seed(2024)
     ids, dims = MESHES[case]
+    vocab = CASE_VOCAB.get(case, VOCAB)
     mesh = dist.ProcessMesh(ids, dim_names=dims)
     has_mp = "mp" in dims
 
@@ -125,11 +198,11 @@ def build_and_capture(config, case, stage, snapshot_cb):
     class LLaMA(paddle.nn.Layer):
         def __init__(self):
             super().__init__()
-            self.embed = paddle.nn.Embedding(VOCAB, HIDDEN)
+            self.embed = paddle.nn.Embedding(vocab, HIDDEN)
             self.embed.weight = dist.shard_tensor(self.embed.weight, mesh, place(1))
             self.blocks = paddle.nn.LayerList([Block() for _ in range(LAYERS)])
             self.norm = RMSNorm()
-            self.head = linear(HIDDEN, VOCAB, 1)
+            self.head = linear(HIDDEN, vocab, 1)
 
         def forward(self, ids):
             h = self.embed(ids)
@@ -143,8 +216,8 @@ def build_and_capture(config, case, stage, snapshot_cb):
 
     class DS(paddle.io.Dataset):
         def __init__(self, n):
-            self.x = np.random.randint(0, VOCAB, (n, SEQ)).astype("int64")
-            self.y = np.random.randint(0, VOCAB, (n, SEQ)).astype("int64")
+            self.x = np.random.randint(0, vocab, (n, SEQ)).astype("int64")
+            self.y = np.random.randint(0, vocab, (n, SEQ)).astype("int64")
 
         def __getitem__(self, i):
             return self.x[i], self.y[i]
@@ -159,10 +232,27 @@ def build_and_capture(config, case, stage, snapshot_cb):
         lr = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.01, T_max=10)
     else:
         lr = 0.01
+    if config in ("amp", "ampnorm"):
         strategy.amp.enable = True
         strategy.amp.dtype = "bfloat16"
         strategy.amp.level = "O2"
-    opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
+    if config == "sgd":
+        opt = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
+    elif config == "amsgrad":
+        opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip,
+                                     amsgrad=True)
+    elif config in ("clipnorm", "ampnorm"):
+        opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(),
+                                     grad_clip=paddle.nn.ClipGradByNorm(1.0))
+    elif config == "decay":
+        opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip,
+                                     weight_decay=0.05,
+                                     apply_decay_param_fun=lambda n: not n.startswith("create_parameter"))
+    elif config == "noclip":
+        opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), weight_decay=0.0,
+                                     beta1=0.85, beta2=0.99, epsilon=1e-6)
+    else:
+        opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
     n = int(stage[1:])
     if n == 0:
         opt = dist.shard_optimizer(opt)
@@ -215,9 +305,14 @@ def run_worker(job):
     env = dict(os.environ)
     env.update(PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
                GLOG_minloglevel="2")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage,
-                        str(rank), outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
+    err = os.path.join(outdir, config, f"{case}.{stage}.r{rank}.error.txt")
+    for attempt in range(3):  # dy2static's temporary module files can clash between parallel processes
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage,
+                            str(rank), outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        if attempt == 2 or not (os.path.exists(err) and "transformed from AST" in open(err, encoding="utf-8").read()):
+            break
+        os.remove(err)
     tag = f"{config}/{case}.{stage}.r{rank}"
     if p.returncode != 0:
         print(f"  CRASH {tag}: {p.stdout.strip()[-300:]}", flush=True)
@@ -243,8 +338,13 @@ def corpus_jobs(outdir):
 
 
 def all_jobs(outdir):
-    return [(c, case, s, r, outdir) for c in CONFIGS for case in MESHES for s in STAGES
+    return [(c, case, s, r, outdir) for c in CONFIGS for case in BASE_MESHES for s in STAGES
             for r in ranks_of(case)]
+
+
+def more_jobs(outdir):
+    return [(c, case, s, r, outdir) for c, case, ss, rs in MORE for s in ss
+            for r in (rs or ranks_of(case))]
 
 
 def verify(corpus_dir, j):
@@ -272,12 +372,21 @@ def verify(corpus_dir, j):
 # ----------------------------------------------------------------------------- compact storage
 
 def pack(src, dest, corpus=None):
-    """src/{clip,amp}/NAME -> dest/store/HASH.gz (each distinct content once, gzipped) and
+    """src/CONFIG/NAME -> dest/store/HASH.gz (each distinct content once, gzipped) and
     dest/MANIFEST.tsv: name, stored hash, and `corpus` where the file is byte-identical to the
-    shared corpus file of that name (rank 0 of the corpus cases: reproduced, checked here)."""
+    shared corpus file of that name (rank 0 of the corpus cases: reproduced, checked here).
+    Rows already in the manifest for names not in src are kept (so `--more` adds to the store)."""
     os.makedirs(os.path.join(dest, "store"), exist_ok=True)
-    rows, stored = [], set()
-    for c in CONFIGS:
+    man = os.path.join(dest, "MANIFEST.tsv")
+    rows = {}
+    if os.path.exists(man):
+        for line in open(man, encoding="utf-8"):
+            if not line.startswith("#") and line.strip():
+                name, h, kind = line.rstrip("\n").split("\t")
+                rows[name] = (h, kind)
+    stored = {f[:-3] for f in os.listdir(os.path.join(dest, "store"))}
+    n = 0
+    for c in sorted(os.listdir(src)):
         for f in sorted(os.listdir(os.path.join(src, c))):
             data = open(os.path.join(src, c, f), "rb").read()
             cp = os.path.join(corpus, c, f) if corpus else None
@@ -289,13 +398,43 @@ def pack(src, dest, corpus=None):
                 stored.add(h)
                 with open(os.path.join(dest, "store", h + ".gz"), "wb") as out:
                     out.write(gzip.compress(data, compresslevel=9, mtime=0))
-            rows.append((f"{c}/{f}", h, "corpus" if in_corpus else "oracle"))
-    with open(os.path.join(dest, "MANIFEST.tsv"), "w", encoding="utf-8") as f:
+            rows[f"{c}/{f}"] = (h, "corpus" if in_corpus else "oracle")
+            n += 1
+    base = [r for r in rows if r.split("/")[0] in CONFIGS and r.split("/")[1].split(".")[0] in BASE_MESHES]
+    order = base + sorted(r for r in rows if r not in set(base))  # the original rows first, as before
+    with open(man, "w", encoding="utf-8") as f:
         f.write("# name\tstored file (store/HASH.gz)\tcorpus: byte-identical to "
                 "shared/corpus/paddle-3.3.1/llm/name; oracle: generated here only\n")
-        for row in rows:
-            f.write("\t".join(row) + "\n")
-    print(f"{len(rows)} files -> {len(stored)} stored", flush=True)
+        for name in order:
+            f.write("\t".join((name,) + rows[name]) + "\n")
+    print(f"{n} files packed; {len(rows)} names -> {len(stored)} stored", flush=True)
+
+
+def select_more(src, out):
+    """Copy the KEEP subset of a --more output tree (src/CONFIG/NAME) to out/CONFIG/NAME."""
+    import shutil
+    want = set()
+    for c, case, stage, ranks in KEEP:
+        for r in ranks:
+            want |= {(c, case, stage, r), (c, case, "s0", r)}
+    n = 0
+    for c in sorted(os.listdir(src)):
+        for f in sorted(os.listdir(os.path.join(src, c))):
+            m = re.match(r"(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$", f)
+            if not m or m.group(4) not in KEEP_SNAPSHOTS:
+                continue
+            case, stage, r, snap = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+            kept = (c, case, stage, r) in want
+            if stage == "s0" and (c, case, "s0", r) in want and not any(
+                    k[:3] == (c, case, "s0") and r in k[3] for k in KEEP):
+                kept = snap in ("before_partition", "startup_after_remove")  # inputs only
+            if snap == "error":  # Paddle's refusals: every rank of a kept (config, case, stage)
+                kept = any(k[:3] == (c, case, stage) for k in KEEP)
+            if kept:
+                os.makedirs(os.path.join(out, c), exist_ok=True)
+                shutil.copyfile(os.path.join(src, c, f), os.path.join(out, c, f))
+                n += 1
+    print(f"{n} files selected", flush=True)
 
 
 def unpack(dest, out):
@@ -322,12 +461,20 @@ def main(argv):
     if argv[:1] == ["--pack"]:
         pack(argv[1], argv[2], argv[3] if len(argv) > 3 else None)
         return 0
+    if argv[:1] == ["--pack-more"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
+        with tempfile.TemporaryDirectory() as tmp:
+            select_more(argv[1], tmp)
+            pack(tmp, argv[2])
+        return 0
     if argv[:1] == ["--unpack"]:
         unpack(argv[1], argv[2])
         return 0
     if argv[:1] == ["--out"]:
         out = argv[1]
         jobs = all_jobs(out)
+        if argv[2:3] == ["--more"]:
+            jobs = more_jobs(out)
+            argv = argv[:2] + argv[3:]
         if len(argv) > 2:  # filter: CONFIG/CASE.sN
             jobs = [jb for jb in jobs if any(f"{jb[0]}/{jb[1]}.{jb[2]}".startswith(a) for a in argv[2:])]
         run_all(jobs, j)

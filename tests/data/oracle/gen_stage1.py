@@ -12,6 +12,8 @@ Usage (throwaway venv with paddlepaddle==3.3.1 and numpy<2.3):
                                                          # diffed against CORPUS (ring ids renamed)
   /tmp/paddle/bin/python gen_stage1.py --out DIR [CASE...]
   /tmp/paddle/bin/python gen_stage1.py --list            # markdown table of the cases
+  /tmp/paddle/bin/python gen_stage1.py --out DIR --more  # MORE_CASES (stages 2, 3; dp2, dp8) ->
+                                                         # DIR/mlp/, stored by gen_llm.py --pack
 
 Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
 PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
@@ -67,6 +69,16 @@ NEW_CASES = {
     "mlp_dp2mp2_adam": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", opt="adam"),
     "mlp_dp2mp2_momentum": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", opt="momentum"),
     "mlp_dp4_momentum": C([0, 1, 2, 3], ["dp"], opt="momentum"),
+}
+
+# `--more` (gen_llm.py's store, see its --pack): stages 2 and 3 of the MLP, meshes dp2 and dp8
+MORE_CASES = {
+    "mlp_dp2_adamw": C([0, 1], ["dp"], ranks=(0, 1), stages=("s0", "s1", "s3")),
+    "mlp_dp4_adamw": C([0, 1, 2, 3], ["dp"], ranks=(0, 1, 2, 3), stages=("s2", "s3")),
+    "mlp_dp2_sgd": C([0, 1], ["dp"], opt="sgd", ranks=(0, 1), stages=("s3",)),
+    "mlp_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3), stages=("s2", "s3")),
+    "mlp15_dp4_adamw": C([0, 1, 2, 3], ["dp"], widths=(15, 30, 15), ranks=(0, 1, 3), stages=("s3",)),
+    "mlp_dp8_adamw": C([0, 1, 2, 3, 4, 5, 6, 7], ["dp"], ranks=(0, 7), stages=("s0", "s1", "s3"), batch=8),
 }
 
 CASES = dict(CORPUS_CASES, **NEW_CASES)
@@ -139,8 +151,9 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
         opt = paddle.optimizer.Momentum(learning_rate=0.01, momentum=0.9, parameters=params)
     else:
         raise ValueError(opt_name)
-    if stage == "s1":
-        opt = dist.shard_optimizer(opt, dist.ShardingStage1("dp", mesh))
+    if stage in ("s1", "s2", "s3"):
+        fn = {"s1": dist.ShardingStage1, "s2": dist.ShardingStage2, "s3": dist.ShardingStage3}[stage]
+        opt = dist.shard_optimizer(opt, fn("dp", mesh))
     else:
         opt = dist.shard_optimizer(opt)
     loader = paddle.io.DataLoader(DS(4 * spec["batch"]), batch_size=spec["batch"])
@@ -236,7 +249,7 @@ def worker(case, stage, rank, outdir):
             got[name] = str(program)
 
     try:
-        build_and_capture(CASES[case], stage, cb)
+        build_and_capture(CASES.get(case) or MORE_CASES[case], stage, cb)
     except Exception as e:
         # Paddle refused: keep its message, and the snapshots taken before the failure
         # (e.g. before_partition), which are still valid inputs for distc.
@@ -319,12 +332,15 @@ def main(argv):
     out = OUT
     if argv[:1] == ["--out"]:
         out, argv = argv[1], argv[2:]
+    cases = CASES
+    if argv[:1] == ["--more"]:  # MORE_CASES -> OUT/mlp/ (every stage and rank listed)
+        cases, argv, out = MORE_CASES, argv[1:], os.path.join(out, "mlp")
     os.makedirs(out, exist_ok=True)
-    for case in argv or list(CASES):
-        spec = CASES[case]
+    for case in argv or list(cases):
+        spec = cases[case]
         for stage in spec["stages"]:
             for r in spec["ranks"]:
-                if case in CORPUS_CASES and r == 0:
+                if case in CORPUS_CASES and r == 0 and cases is CASES:
                     continue  # identical to the shared corpus (checked by --verify)
                 print(f"{case} {stage} rank {r}", flush=True)
                 run_worker(case, stage, r, out)

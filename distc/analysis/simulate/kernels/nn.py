@@ -1,5 +1,5 @@
 """Forward math of the training programs: unary math (rsqrt, sqrt, silu, relu, square, exp...),
-reductions (mean, sum, squared_l2_norm, add_n), matmul, softmax, embedding, causal masks
+reductions (mean, sum, squared_l2_norm, clip_by_norm, add_n), matmul, softmax, embedding, causal masks
 (triu/tril), stack/unsqueeze/squeeze, cross entropy with softmax, and the program's outputs
 (``builtin.shadow_output``, ``builtin.set_parameter``).  Paddle's formulas, in float64."""
 
@@ -58,6 +58,14 @@ def sum_(rt, op, vals):
 def squared_l2_norm(rt, op, vals):
     x = np.asarray(vals[0], dtype=np.float64)
     return [np.array([np.sum(x * x)])]
+
+
+@kernel("pd_op.clip_by_norm")
+def clip_by_norm(rt, op, vals):
+    """ClipGradByNorm: x * max_norm / ||x|| where the norm exceeds max_norm, else x."""
+    x = np.asarray(vals[0], dtype=np.float64)
+    n, m = float(np.sqrt(np.sum(x * x))), float(attr(op, "max_norm", 1.0))
+    return [x * (m / n) if n > m else x.copy()]
 
 
 @kernel("pd_op.add_n")
