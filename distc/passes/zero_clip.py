@@ -128,8 +128,7 @@ def _reshard_before(prog: Program, jobs: list[tuple[Operation, Value, TensorDist
     jobs.sort(key=lambda j: order.get(id(j[0]), 0))
     cur = InsertPoint.before(jobs[0][0])
     for clip, g, want in jobs:
-        r = cur.insert(make_reshard(mk, g, want, op_role_attr(clip))).result
-        clip.set_operand(0, r)
+        clip.set_operand(0, PaddleAPI(mk.style, cur, op_role=op_role_attr(clip)).reshard(g, want))
 
 
 def _set_result(op: Operation, i: int, d: TensorDistAttr, mk: Maker) -> None:
