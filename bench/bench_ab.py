@@ -1,0 +1,113 @@
+"""Two commits of distc side by side: is a change slower?  (A refactor must stay within noise.)
+
+Both commits are checked out (``git worktree add --detach``) into a temporary folder and run
+interleaved, in fresh processes, with this interpreter (the same dependencies), so that both see
+the same machine state:
+
+  shard   ``python -m distc shard IN --rank 0 -o OUT -q`` on a deep MLP (bench/data), the whole
+          command (imports, parse, shard-optimizer, partition, reshard, print, write);
+  parse   parse + print of the same file after imports, in the child (MB/s of input).
+
+Reported: per commit the median and range of each, and the ratio of medians (B / A).
+
+Usage:  .venv/bin/python bench/bench_ab.py REV_A REV_B [--repeat 5] [--layers 256]
+        (writes bench/results/ab.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+PARSE = r"""
+import sys, time
+import distc
+text = open(sys.argv[1], encoding="utf-8").read()
+t0 = time.perf_counter()
+out = str(distc.parse(text, sys.argv[1]))
+dt = time.perf_counter() - t0
+assert out == text
+print(len(text.encode()) / dt / 1e6)
+"""
+
+
+def run_shard(tree: Path, src: Path, out: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "distc", "shard", str(src), "--rank", "0", "-o", str(out), "-q"],
+                   check=True, env=env, cwd=tree)
+    return time.perf_counter() - t0
+
+
+def run_parse(tree: Path, src: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    r = subprocess.run([sys.executable, "-c", PARSE, str(src)], check=True, env=env, cwd=tree,
+                       capture_output=True, text=True)
+    return float(r.stdout.strip())
+
+
+def summary(xs: list[float]) -> dict:
+    return {"median": round(statistics.median(xs), 3), "min": round(min(xs), 3), "max": round(max(xs), 3),
+            "all": [round(x, 3) for x in xs]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--layers", type=int, default=256)
+    ap.add_argument("--out", default=str(HERE / "results" / "ab.json"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        src = d / f"mlp{args.layers}.ir"
+        src.write_bytes(gzip.decompress((HERE / "data" / f"mlp{args.layers}.s0.r0.before_partition.ir.gz").read_bytes()))
+        trees = {}
+        for rev in (args.a, args.b):
+            t = d / ("tree_" + rev.replace("/", "_"))
+            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(t), rev], check=True, cwd=ROOT)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(t / "distc")], check=True)
+            trees[rev] = t
+        try:
+            res: dict = {rev: {"shard": [], "parse": []} for rev in trees}
+            load0 = os.getloadavg()
+            for i in range(args.repeat):
+                order = list(trees) if i % 2 == 0 else list(reversed(trees))
+                for rev in order:
+                    res[rev]["shard"].append(run_shard(trees[rev], src, d / "out.ir"))
+                    res[rev]["parse"].append(run_parse(trees[rev], src))
+            load1 = os.getloadavg()
+        finally:
+            for t in trees.values():
+                subprocess.run(["git", "worktree", "remove", "--force", str(t)], cwd=ROOT)
+    report = {"a": args.a, "b": args.b, "layers": args.layers, "repeat": args.repeat,
+              "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in load1],
+              "shard_s": {rev: summary(v["shard"]) for rev, v in res.items()},
+              "parse_print_MBps": {rev: summary(v["parse"]) for rev, v in res.items()}}
+    sa, sb = (statistics.median(res[r]["shard"]) for r in (args.a, args.b))
+    pa, pb = (statistics.median(res[r]["parse"]) for r in (args.a, args.b))
+    report["ratio_b_over_a"] = {"shard_time": round(sb / sa, 3), "parse_print_speed": round(pb / pa, 3)}
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"mlp{args.layers}, {args.repeat} repeats interleaved, load {report['load_before']} -> {report['load_after']}")
+    for rev in (args.a, args.b):
+        s, p = report["shard_s"][rev], report["parse_print_MBps"][rev]
+        print(f"  {rev:>12}: shard --rank 0 {s['median']:.3f} s [{s['min']:.3f}-{s['max']:.3f}]   "
+              f"parse+print {p['median']:.1f} MB/s [{p['min']:.1f}-{p['max']:.1f}]")
+    print(f"  B/A: shard time {report['ratio_b_over_a']['shard_time']}, parse+print speed "
+          f"{report['ratio_b_over_a']['parse_print_speed']}")
+
+
+if __name__ == "__main__":
+    main()
