@@ -53,3 +53,8 @@ UPDATE_LOSS_SCALING_ = "pd_op.update_loss_scaling_"
 CLIP_BY_NORM = "pd_op.clip_by_norm"
 CLIP = "pd_op.clip"
 PYLAYER = "pd_op.pylayer"
+
+# Paddle's partition_skip_op_list: ops the partition pass (and op-dist-attr completion) leave alone
+PARTITION_SKIP = frozenset({
+    COMBINE, BUILTIN_SPLIT, PYLAYER, CF_YIELD, CF_TUPLE_PUSH, CF_TUPLE_POP, CF_STACK_CREATE, CF_HAS_ELEMENTS,
+})

@@ -81,13 +81,15 @@ class ProcessMesh:
 EMPTY_MESH = ProcessMesh((), ())
 
 
-def merge_meshes(src: ProcessMesh, dst: ProcessMesh) -> ProcessMesh:
-    """The mesh of a ``dist_op.reshard`` (Paddle's ``MergeMeshes`` in ``ReshardOp::Build``): the
-    common mesh, else a 1-D mesh over the sorted union of both meshes' process ids -- also when
-    one mesh holds the other (a 2-D mesh and one of its rows merge to a 1-D mesh)."""
-    if src == dst:
-        return src
-    ids = tuple(sorted(set(src.process_ids) | set(dst.process_ids)))
+def merge_meshes(*meshes: ProcessMesh) -> ProcessMesh:
+    """The mesh of an op over ``meshes`` (Paddle's ``MergeMeshes``, as in ``ReshardOp::Build`` and
+    ``_complete_op_dist_attr``): the common mesh, else a 1-D mesh over the sorted union of their
+    process ids -- also when one mesh holds the other (a 2-D mesh and one of its rows merge to a
+    1-D mesh)."""
+    first = meshes[0]
+    if all(m == first for m in meshes[1:]):
+        return first
+    ids = tuple(sorted({p for m in meshes for p in m.process_ids}))
     return ProcessMesh((len(ids),), ids)
 
 

@@ -31,7 +31,7 @@ C_ALLREDUCE_OPS = {C.C_ALLREDUCE_SUM_, C.C_ALLREDUCE_MAX_, C.C_ALLREDUCE_SUM, C.
 
 def local_type(t, mk: Maker):
     if isinstance(t, DistTensorType):
-        return DenseTensorType(t.local_shape(None), t.dtype, mk.style.tensor_prefix)
+        return mk.dense_type(t.local_shape(None), t.dtype)
     if isinstance(t, VectorType):
         return VectorType(tuple(local_type(e, mk) for e in t.elements))
     return t

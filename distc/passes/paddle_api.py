@@ -42,7 +42,22 @@ from .sharding_util import chunk_id_of, stop_gradient
 
 
 class Decline(Exception):
-    """A Paddle call that fails for these arguments (as Paddle's would raise)."""
+    """A Paddle call that fails for these arguments (Paddle's API would raise).  Reshard matching
+    refuses such cases first, so a lowering that meets one reports an internal error."""
+
+
+def set_result_dist(v: Value, attr: TensorDistAttr, maker: Maker, *, retype: bool = False) -> None:
+    """``v``'s entry in its producer's op_dist_attr becomes ``attr`` in the program's style (and,
+    with ``retype``, ``v``'s type too), as Paddle's functions do after overriding an inferred type."""
+    attr = maker.restyle(attr)  # type: ignore[assignment]
+    if retype and isinstance(v.type, DistTensorType):
+        v.type = v.type.with_dist(attr)
+    op = v.owner
+    od = op.dist_attr if op is not None else None
+    if od is not None and getattr(v, "index", 0) < len(od.results):
+        res = list(od.results)
+        res[getattr(v, "index", 0)] = attr
+        op.dist_attr = od.with_(results=tuple(res))
 
 
 def _no_group(ranks) -> int:
@@ -64,8 +79,7 @@ class PaddleAPI:
         self.new_group = new_group
         self.on_collective = on_collective
         self.created: list[Operation] = []
-        self._cache = cache if cache is not None else {}
-        self._style_key = (style.dist_form, style.placements, style.chunk_id)
+        self._cache = cache if cache is not None else {}  # (one program, one style)
 
     # -- values ------------------------------------------------------------------------------
     @staticmethod
@@ -91,7 +105,7 @@ class PaddleAPI:
     def tattr(self, mesh: ProcessMesh, dims_mapping: Sequence[int], partial=()) -> TensorDistAttr:
         """A tensor dist attr in the program's style (partial dims in Paddle's print order); one
         object for each (style, layout), which printing and replaying key on."""
-        key = (self._style_key, mesh, tuple(dims_mapping), tuple(dict(partial).items()))
+        key = (mesh, tuple(dims_mapping), tuple(dict(partial).items()))
         a = self._cache.get(key)
         if a is None:
             a = self._cache[key] = self.maker.tensor_dist(mesh, tuple(dims_mapping), ordered_partial(partial))
@@ -115,6 +129,10 @@ class PaddleAPI:
     def retype(v: Value, t) -> Value:
         v.type = t
         return v
+
+    def set_result_dist(self, v: Value, attr: TensorDistAttr) -> None:
+        """``v``'s entry in its producer's op_dist_attr becomes ``attr`` (styled)."""
+        set_result_dist(v, attr, self.maker)
 
     @staticmethod
     def set_dist(op_or_value, od: OperationDistAttr) -> None:

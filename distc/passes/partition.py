@@ -34,11 +34,6 @@ from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
 from .sharding_util import chunk_id_of, dist_of, fail, op_role_attr, persistable
 
-# Paddle's partition_skip_op_list
-SKIP_OPS = {
-    ops.COMBINE, ops.BUILTIN_SPLIT, ops.PYLAYER, ops.CF_YIELD, ops.CF_TUPLE_PUSH, ops.CF_TUPLE_POP,
-    ops.CF_STACK_CREATE, ops.CF_HAS_ELEMENTS,
-}
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
 # before partition, distc lets them through
 SOURCE_OPS = {ops.SHARD_TENSOR}
@@ -65,7 +60,7 @@ class _Partitioner:
             if op.parent is None:  # erased meanwhile (an unused reshard folded away)
                 continue
             d = op.dist_attr
-            if d is None or op.name in SKIP_OPS or op.name in SOURCE_OPS:
+            if d is None or op.name in ops.PARTITION_SKIP or op.name in SOURCE_OPS:
                 continue
             if len(d.operands) != op.num_operands:
                 raise fail(op, f"'{op.name}' has {op.num_operands} operand(s) but its op_dist_attr has "

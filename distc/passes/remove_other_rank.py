@@ -17,18 +17,10 @@ from dataclasses import dataclass
 from ..dialects import ops
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program
-from ..ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr, empty_dist_attr
+from ..ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr, empty_dist_attr, merge_meshes
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
-from .partition import SKIP_OPS
 from .sharding_util import fail
-
-
-def merge_meshes(meshes: list[ProcessMesh]) -> ProcessMesh:
-    if len(meshes) == 1:
-        return meshes[0]
-    ids = sorted({p for m in meshes for p in m.process_ids})
-    return ProcessMesh((len(ids),), tuple(ids))
 
 
 def _value_entry(v):
@@ -47,7 +39,7 @@ def complete_op_dist_attr(block: Block, mk: Maker) -> int:
         for region in op.regions:
             for b in region.blocks:
                 n += complete_op_dist_attr(b, mk)
-        if op.name in SKIP_OPS or op.dist_attr is not None:
+        if op.name in ops.PARTITION_SKIP or op.dist_attr is not None:
             continue
         meshes: list[ProcessMesh] = []
         operands = []
@@ -73,7 +65,7 @@ def complete_op_dist_attr(block: Block, mk: Maker) -> int:
                 if m is not None and m not in meshes:
                     meshes.append(m)
         if meshes:
-            op.dist_attr = mk.op_dist(merge_meshes(meshes), operands, results)
+            op.dist_attr = mk.op_dist(merge_meshes(*meshes), operands, results)
             n += 1
     return n
 
@@ -115,7 +107,7 @@ class _Pruner:
                     for b in region.blocks:
                         self.prune(b)
                 continue
-            if name in SKIP_OPS:
+            if name in ops.PARTITION_SKIP:
                 if all(not r.uses for r in op.results):
                     self._erase(op)
                 continue

@@ -134,7 +134,7 @@ def respmd(op: Operation, sig: OptSig, mk: Maker) -> bool:
         return False
     pdist = dist_of(op.operand(0))
     assert pdist is not None
-    merged = TensorDistAttr(pdist.mesh, tuple(dm))
+    merged = mk.tensor_dist(pdist.mesh, dm)
     operands = list(d.operands)
     for i, (role, _) in enumerate(sig.operands):
         if i >= len(operands):

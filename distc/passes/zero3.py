@@ -24,6 +24,7 @@ from ..ir.core import Operation, Program
 from ..ir.dist import TensorDistAttr
 from ..ir.types import DistTensorType
 from .base import PassContext
+from .paddle_api import set_result_dist
 from .zero_clip import reshard_grads_before_clip
 
 
@@ -43,12 +44,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
             continue
         before = pt.dist
         want = mk.restyle(want)  # type: ignore[assignment]
-        p.type = pt.with_dist(want)  # type: ignore[arg-type]
-        d = owner.dist_attr
-        if d is not None and d.results:
-            res = list(d.results)
-            res[p.index if hasattr(p, "index") else 0] = want
-            owner.dist_attr = d.with_(results=tuple(res))
+        set_result_dist(p, want, mk, retype=True)
         name = owner.attr("parameter_name") or owner.attr("name")
         pname = str(getattr(name, "value", name)) if name is not None else f"%{p.name}"
         changed.append(pname)
@@ -56,7 +52,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         if other:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} is {_pl(before)}: another mesh dim already "
                              f"shards tensor axis {other[0].dim}; distc shards axis "
-                             f"{[p_.dim for p_ in want.placements if p_.kind == 'S' and p_ not in other][0]} "
+                             f"{[p_.dim for p_ in want.placements if p_.is_shard() and p_ not in other][0]} "
                              f"over {dim_name} -> {_pl(want)} (the layout of its ZeRO states, so the update "
                              f"stays local; Paddle 3.3.1 refuses: 'Tensor Axis is Sharded by two different "
                              f"mesh dimension')")

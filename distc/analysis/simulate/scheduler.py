@@ -19,6 +19,7 @@ from .values import RankValues, SimulationError
 from ...ir.attrs import attr_value
 from ...ir.core import Operation, Program
 from ...ir.dist import TensorDistAttr
+from ...dialects import collectives as C
 
 
 class Simulator:
@@ -249,7 +250,7 @@ class Simulator:
         n = len(members)
         xs = [m.data for m in members]
         kind = q0.kind
-        if kind == "all_reduce":
+        if kind == C.ALL_REDUCE:
             rts = {int(m.attrs["reduce_type"]) for m in members}
             if len(rts) > 1:
                 odd = _odd_one(members, lambda m: int(m.attrs["reduce_type"]), _undeclared_reduce)
@@ -258,22 +259,22 @@ class Simulator:
                                       odd.rank, odd.op)
             y = reduce_arrays(xs, int(rts.pop())).astype(xs[0].dtype)
             return [y.copy() for _ in members]
-        if kind == "all_gather":
+        if kind == C.ALL_GATHER:
             y = np.concatenate(xs, axis=0) if xs[0].ndim else np.stack(xs)
             return [y.copy() for _ in members]
-        if kind == "reduce_scatter":
+        if kind == C.REDUCE_SCATTER:
             y = reduce_arrays(xs, 0)
             if y.ndim == 0 or y.shape[0] % n:
                 raise SimulationError(f"{q0.op.name}: extent {y.shape[0] if y.ndim else 0} of axis 0 is not "
                                       f"divisible by the {n} ranks of group {list(q0.group)}")
             return list(np.split(y, n, axis=0))
-        if kind == "all_to_all":
+        if kind == C.ALL_TO_ALL:
             if xs[0].ndim == 0 or xs[0].shape[0] % n:
                 raise SimulationError(f"{q0.op.name}: extent {xs[0].shape[0] if xs[0].ndim else 0} of axis 0 "
                                       f"is not divisible by the {n} ranks of group {list(q0.group)}")
             parts = [np.split(x, n, axis=0) for x in xs]
             return [np.concatenate([parts[i][j] for i in range(n)], axis=0) for j in range(n)]
-        if kind == "broadcast":
+        if kind == C.BROADCAST:
             roots = {m.attrs["root"] for m in members}
             if len(roots) > 1:
                 odd = _odd_one(members, lambda m: m.attrs["root"])

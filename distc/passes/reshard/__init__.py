@@ -77,7 +77,8 @@ Paddle 3.3.1 raises (P(avg/max) -> S, uneven S -> R, uneven S -> S ...).
 from __future__ import annotations
 
 from ...dialects.collectives import Collective
-from .context import Decline, ReshardContext
+from ..paddle_api import Decline
+from .context import ReshardContext
 from .groups import PADDLE_FIRST_RING_ID, RingAllocator, ring_allocator
 from .lower import Lowering, ReshardStep, decompose, fold, lower_program, lower_reshard
 from .registry import (

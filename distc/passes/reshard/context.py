@@ -13,10 +13,10 @@ from __future__ import annotations
 from ...dialects.collectives import Collective
 from ...ir.builder import InsertPoint
 from ...ir.core import Operation, Program, Value
-from ..paddle_api import Decline, PaddleAPI
+from ..paddle_api import PaddleAPI
 from .groups import RingAllocator
 
-__all__ = ["Decline", "ReshardContext", "retire"]
+__all__ = ["ReshardContext", "retire"]
 
 
 class ReshardContext:
@@ -24,7 +24,8 @@ class ReshardContext:
 
     def __init__(self, prog: Program, reshard_op: Operation, rank: int, rings: RingAllocator,
                  *, records: list | None = None, notes: list | None = None, cache: dict | None = None) -> None:
-        self.prog = prog
+        """``prog``: the program ``reshard_op`` is in (its print style); ``cache``: the dist attrs
+        built so far in this lowering, shared by its contexts."""
         self.op = reshard_op
         self.rank = rank
         self.rings = rings

@@ -317,13 +317,7 @@ class Lowerer(PieceOps):
         if out is self.src_value:
             out = self.ctx.api.share_data_(out)
         self.ctx.api.retype(out, self.dst_type)
-        owner = out.owner
-        if owner is not None and owner.dist_attr is not None:
-            od = owner.dist_attr
-            res = list(od.results)
-            if res:
-                res[out.index] = self.dst
-                owner.dist_attr = od.with_(results=tuple(self.ctx.api.maker.restyle(r) for r in res))
+        self.ctx.api.set_result_dist(out, self.dst)
         return out
 
 

@@ -51,13 +51,7 @@ class GlobalToSubMesh(ReshardFunction):
             src = tmp
         if len(value.uses) == 1 and value.owner is not None:
             ctx.api.retype(value, ctx.api.cvt(value, dst))
-            prod = value.owner
-            od = prod.dist_attr
-            if od is not None:
-                results = list(od.results)
-                if value.index < len(results):
-                    results[value.index] = ctx.api.maker.restyle(dst)
-                    prod.dist_attr = od.with_(results=tuple(results))
+            ctx.api.set_result_dist(value, dst)
             return value
         out = ctx.api.share_data_(value)
         ctx.api.retype(out, dst_type)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 from ...ir.core import Block, Operation, Program, Value
@@ -22,15 +21,15 @@ from ...syntax.diagnostics import DiagnosticError
 from . import registry
 from ...dialects import ops
 from ...dialects.collectives import Collective
-from .context import Decline, ReshardContext, retire
+from ...ir.builder import InsertPoint
+from ..paddle_api import Decline, PaddleAPI
+from .context import ReshardContext, retire
 from .groups import RingAllocator
 from .replay import Replayer
 from .util import describe, mesh_text
 
 RESHARD = ops.RESHARD
 
-# reshards made by ``decompose`` -> the layouts of the reshard they replace (for error messages)
-_ORIGIN: "weakref.WeakKeyDictionary[Operation, tuple[TensorDistAttr, TensorDistAttr]]" = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -57,6 +56,8 @@ class Lowering:
     notes: list[str] = field(default_factory=list)
     steps: list[ReshardStep] = field(default_factory=list)
     attrs: dict = field(default_factory=dict, repr=False)  # the dist attrs built so far (one object each)
+    # reshards made by ``decompose`` -> the layouts of the reshard they replace (for error messages)
+    origins: dict = field(default_factory=dict, repr=False)
 
 
 def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
@@ -72,9 +73,9 @@ def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
 
 
 # ------------------------------------------------------------------------------------ decompose
-def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
-              notes: list[str] | None = None, coshard: bool = False, cache: dict | None = None) -> None:
-    """(``coshard``: placements as given count, ``[S0, S0]`` is not ``[R, S0]``.)"""
+def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = False) -> None:
+    """(``coshard``: placements as given count, ``[S0, S0]`` is not ``[R, S0]``.)  Notes, the dist
+    attrs built and the origin of each new reshard go to ``result``."""
     for op in list(block.ops):
         if op.name != RESHARD:
             continue
@@ -84,19 +85,17 @@ def decompose(prog: Program, block: Block, rank: int, rings: RingAllocator,
             continue
         differ = a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()
         if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and differ:
-            ctx = ReshardContext(prog, op, rank, rings, cache=cache)
-            ctx.api.loc = op.loc
-            mid = ctx.api.tattr(b.mesh, a.dims_mapping, a.printed_partial)
+            api = PaddleAPI(prog.style, InsertPoint.before(op), op_role=op.attr("op_role"), loc=op.loc,
+                            cache=result.attrs)
+            mid = api.tattr(b.mesh, a.dims_mapping, a.printed_partial)
             if coshard and a.given is not None:
                 mid = mid.with_(given=a.given)
-            v = ctx.api.reshard(x, mid)
-            w = ctx.api.reshard(v, b)
-            for o in ctx.api.created:
-                _ORIGIN[o] = _ORIGIN.get(op, (a, b))
-            if notes is not None:
-                where = f"line {op.loc[0]}: " if op.loc else ""
-                notes.append(f"{where}reshard between two meshes with other placements: decomposed into "
-                             f"a copy to mesh {mesh_text(b.mesh)} and a reshard on it")
+            w = api.reshard(api.reshard(x, mid), b)
+            for o in api.created:
+                result.origins[o] = result.origins.get(op, (a, b))
+            where = f"line {op.loc[0]}: " if op.loc else ""
+            result.notes.append(f"{where}reshard between two meshes with other placements: decomposed into "
+                                f"a copy to mesh {mesh_text(b.mesh)} and a reshard on it")
             r.replace_all_uses_with(w)
             op.erase()
 
@@ -124,11 +123,11 @@ def fold(block: Block) -> None:
 
 
 # ---------------------------------------------------------------------------------------- lower
-def no_function_error(op: Operation, src: TensorDistAttr, dst: TensorDistAttr, reasons: list[str]) -> DiagnosticError:
+def no_function_error(op: Operation, src: TensorDistAttr, dst: TensorDistAttr, reasons: list[str],
+                      origin: tuple[TensorDistAttr, TensorDistAttr] | None = None) -> DiagnosticError:
     line, col = op.loc or (None, None)
     msg = (f"There is no reshard function that matches src_dist_attr: {describe(src)} and "
            f"dst_dist_attr: {describe(dst)}")
-    origin = _ORIGIN.get(op)
     if origin is not None:
         msg += (f" (a step of the reshard from {describe(origin[0])} to {describe(origin[1])}, split in"
                 " two because both the mesh and the placements change)")
@@ -169,7 +168,7 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
             raise DiagnosticError(f"internal error: reshard function '{chosen.name}' accepted "
                                   f"{describe(src)} -> {describe(dst)}, then declined: {d}", line, col) from None
     if chosen is None:
-        raise no_function_error(op, src, dst, reasons)
+        raise no_function_error(op, src, dst, reasons, result.origins.get(op))
     result.steps.append(ReshardStep(src, dst, chosen.name, op.loc, [o.name for o in ctx.api.created], reasons,
                                     chosen.paddle, list(ctx.fixes)))
     return retire(op, out)
@@ -193,7 +192,7 @@ def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = Non
     registry.load_functions()
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
-    decompose(prog, prog.block, rank, rings, result.notes, registry.coshard_on(paddle_only, disable), result.attrs)
+    decompose(prog, prog.block, result, registry.coshard_on(paddle_only, disable))
     fold(prog.block)
     lower_block(prog, prog.block, result, paddle_only, enable, disable,
                 Replayer(lower_reshard) if replay else lower_reshard)

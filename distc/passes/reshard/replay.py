@@ -23,8 +23,7 @@ from dataclasses import replace
 
 from ...ir.builder import InsertPoint
 from ...ir.core import Operation
-from ..sharding_util import stop_gradient
-from ..paddle_api import PaddleAPI
+from ..sharding_util import chunk_id_of, stop_gradient
 from .context import retire
 
 _X = -1  # operand reference: the reshard's input
@@ -55,7 +54,7 @@ class Replayer:
         owner = x.owner
         try:
             k = (op.dist_attr, x.type, op.results[0].type, op.attr("op_role"),
-                 stop_gradient(x), PaddleAPI.chunk_id(x), owner is None,
+                 stop_gradient(x), chunk_id_of(owner) if owner is not None else -1, owner is None,
                  min(len(x.uses), 2), paddle_only, tuple(enable), tuple(disable))
             hash(k)
         except TypeError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....dialects.collectives import C_ALLREDUCE_REDUCE, KIND_BY_BASE, RECV, SEND
+from ....dialects.collectives import ALL_REDUCE, BROADCAST, C_ALLREDUCE_REDUCE, KIND_BY_BASE, RECV, SEND
 from ..registry import kernel
 from ..requests import Coll, Recv, Send
 from ..values import attr, np_dtype
@@ -30,9 +30,9 @@ def collective(rt, op, vals):
     if nranks is not None and int(nranks) != len(group):
         raise rt.err(op, f"nranks {nranks} but the group {list(group)} has {len(group)} ranks")
     attrs = {}
-    if kind == "all_reduce":
+    if kind == ALL_REDUCE:
         attrs["reduce_type"] = fixed if fixed is not None else attr(op, "reduce_type", 0)
-    if kind == "broadcast":
+    if kind == BROADCAST:
         attrs["root"] = int(attr(op, "root", 0))
     data = yield Coll(kind, op, rt.rank, group, ring, np.asarray(vals[0]), attrs)
     return [data] + [None] * (op.num_results - 1)

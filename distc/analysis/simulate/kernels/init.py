@@ -14,6 +14,7 @@ import numpy as np
 from ..layout import expected_piece
 from ..registry import kernel
 from ..values import attr, int_list, operand_or_attr, scalar
+from ....dialects import ops
 from ....ir.types import DistTensorType
 
 
@@ -26,9 +27,9 @@ def target_name(v) -> str | None:
             continue
         seen.add(x)
         for op, _ in list(x.uses):
-            if op.name == "builtin.set_parameter":
+            if op.name == ops.SET_PARAMETER:
                 return str(attr(op, "parameter_name"))
-            if op.name == "builtin.shadow_output":
+            if op.name == ops.SHADOW_OUTPUT:
                 return str(attr(op, "output_name"))
             todo.extend(op.results)
     return None
