@@ -333,11 +333,16 @@ def mesh_text(mesh: ProcessMesh) -> str:
     return nest(list(mesh.shape), ids)
 
 
+def placements_name(a: TensorDistAttr, sep: str = ",") -> str:
+    """The placements in short names, bracketed: ``[s0,r]``, ``[p,s1]`` (``sep=", "``: ``[s0, r]``)."""
+    return "[" + sep.join(p.short() for p in a.placements) + "]"
+
+
 def layout_name(a: TensorDistAttr, report: bool = False) -> str:
     """The one short-name formatter of a layout: ``s1 on [0,1]``, ``p,s1 on [[0,1],[2,3]]``;
     ``report=True``: the ``--verify`` reports' spelling, ``[p, s1] on mesh [2, 2] [0, 1, 2, 3]``."""
     if report:
-        return f"[{', '.join(p.short() for p in a.placements)}] on mesh {list(a.mesh.shape)} {list(a.mesh.process_ids)}"
+        return f"{placements_name(a, ', ')} on mesh {list(a.mesh.shape)} {list(a.mesh.process_ids)}"
     return ",".join(p.short() for p in a.placements) + " on " + mesh_text(a.mesh)
 
 

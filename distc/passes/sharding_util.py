@@ -1,6 +1,6 @@
-"""What the ZeRO passes (shard-optimizer, partition, shard-startup, remove-other-rank,
-dist-to-dense) share: value properties Paddle keeps in op attributes, located failures.  (Ops,
-``dist_op.reshard`` included, are built through :mod:`.paddle_api`.)"""
+"""Value facts Paddle keeps in op attributes (``stop_gradient``, ``persistable``, ``op_role``,
+``chunk_id``, a value's dist attr) and located failures: what the passes and the op builder
+(:mod:`.paddle_api`, which builds every new op, ``dist_op.reshard`` included) share."""
 
 from __future__ import annotations
 

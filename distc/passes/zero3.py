@@ -21,7 +21,7 @@ from ..dialects import ops
 from ..ir import attrs as A
 from ..ir.builder import Maker
 from ..ir.core import Operation, Program
-from ..ir.dist import TensorDistAttr
+from ..ir.dist import TensorDistAttr, placements_name
 from ..ir.types import DistTensorType
 from .base import PassContext
 from .paddle_api import set_result_dist
@@ -29,7 +29,7 @@ from .zero_clip import reshard_grads_before_clip
 
 
 def _pl(d: TensorDistAttr) -> str:
-    return "[" + ",".join(p.short().upper() for p in d.placements) + "]"
+    return placements_name(d).upper()
 
 
 def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDistAttr]], mk: Maker,

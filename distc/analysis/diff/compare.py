@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ...ir.attrs import StrAttr
 from ...ir.core import Operation, Program, Value
-from ...ir.dist import OperationDistAttr
+from ...ir.dist import OperationDistAttr, placements_name
 from ...ir.types import DistTensorType
 from .align import align
 
@@ -303,7 +303,7 @@ def _entry(e, short: bool) -> str:
     items = getattr(e, "items", None)
     if items is not None:
         return "[" + ", ".join(_entry(x, True) for x in items) + "]"
-    return "[" + ",".join(p.short() for p in e.placements) + "] on " + _mesh(e.mesh)
+    return placements_name(e) + " on " + _mesh(e.mesh)
 
 
 def merge_changes(changes: list[Change]) -> list[Change]:
@@ -335,5 +335,5 @@ def short_type(t) -> str:
         return str(t)
     text = "x".join(map(str, shape)) + ("x" if shape else "") + str(dtype)
     if isinstance(t, DistTensorType):
-        text += "[" + ",".join(p.short() for p in t.dist.placements) + "]"
+        text += placements_name(t.dist)
     return text

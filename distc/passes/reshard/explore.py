@@ -13,10 +13,11 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ...ir.dist import Partial, Placement, ProcessMesh, REPLICATE, REDUCE_TYPES, Shard, TensorDistAttr
+from ...ir.dist import (REDUCE_TYPES, REPLICATE, OperationDistAttr, Partial, Placement, ProcessMesh, Shard,
+                        TensorDistAttr, merge_meshes)
 from ...ir.types import DTYPE_NAMES, DTYPE_SUFFIX_TO_NAME
 from ...syntax.diagnostics import DiagnosticError
-from .util import merged_mesh, ordered_partial
+from ...dialects.partial_order import ordered_partial
 
 _TOKEN = re.compile(r"^(r|s(\d*)|p(?::(\w+))?)$", re.I)
 
@@ -95,19 +96,17 @@ def build_text(src: TensorDistAttr, dst: TensorDistAttr, shape: Sequence[int], d
     def ty(a: TensorDistAttr) -> str:
         return f"pd_dist.tensor<{dims}{suffix}, {a.format(placements=True)}>"
 
-    def mesh(m: ProcessMesh) -> str:
-        return f"mesh:{{shape:[{','.join(map(str, m.shape))}],process_ids:[{','.join(map(str, m.process_ids))}]}}"
-
-    sa, da = src.format(placements=True), dst.format(placements=True)
+    shard_od = OperationDistAttr(src.mesh, (), (src,), -1).format(placements=True)
+    reshard_od = OperationDistAttr(merge_meshes(src.mesh, dst.mesh), (src,), (dst,), -1).format(placements=True)
     shp = ",".join(map(str, shape))
     lines = [
         "{",
         f'    (%0) = "pd_op.data" () {{dtype:{dtype},name:"x",place:Place(undefined:0),shape:[{shp}],'
         f"stop_gradient:[true]}} : () -> {dense}",
-        f'    (%1) = "dist_op.shard_tensor" (%0) {{op_dist_attr:{{{mesh(src.mesh)},result(0):{{{sa}}},chunk_id:-1}},'
+        f'    (%1) = "dist_op.shard_tensor" (%0) {{op_dist_attr:{shard_od},'
         f"persistable:[false],stop_gradient:[true]}} : ({dense}) -> {ty(src)}",
-        f'    (%2) = "dist_op.reshard" (%1) {{op_dist_attr:{{{mesh(merged_mesh(src.mesh, dst.mesh))},'
-        f"operand(0):{{{sa}}},result(0):{{{da}}},chunk_id:-1}},stop_gradient:[true]}} : ({ty(src)}) -> {ty(dst)}",
+        f'    (%2) = "dist_op.reshard" (%1) {{op_dist_attr:{reshard_od},'
+        f"stop_gradient:[true]}} : ({ty(src)}) -> {ty(dst)}",
         "}",
     ]
     return "\n".join(lines) + "\n"

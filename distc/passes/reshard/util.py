@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 from ...ir.dist import REDUCE_TYPES, ProcessMesh, TensorDistAttr, layout_name, mesh_text  # noqa: F401 (re-exported)
-from ...ir.dist import merge_meshes as merged_mesh  # noqa: F401 (re-exported: the one reshard-mesh rule)
 from ...dialects.partial_order import hash_map_order, ordered_partial  # noqa: F401 (re-exported)
 
 
