@@ -8,8 +8,8 @@ import sys
 import click
 
 from . import __version__
-from .driver import (check_output, err_console, error_doc, json_requested, load, load_inputs, parse_text,
-                     print_error_json, program_option, read_text, reporting, warn_unknown_ops,
+from .driver import (check_inputs_kept, check_output, err_console, error_doc, json_requested, load, load_inputs,
+                     parse_text, print_error_json, program_option, read_text, reporting, warn_unknown_ops,
                      write_output)
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse_programs
@@ -138,6 +138,7 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
         if not passes:
             raise click.BadParameter("names no pass (`distc passes` lists them; `distc fmt` prints a program "
                                      "back unchanged)", param_hint="'-p' / '--pass-pipeline'")
+        check_inputs_kept([("-o", output)], [file])
         load_inputs(passes)
         prog = load(file, program)
         t_parse = time.perf_counter() - t0

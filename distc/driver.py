@@ -138,6 +138,18 @@ def check_output(path: str | None) -> None:
         raise DiagnosticError("cannot write: permission denied", filename=path)
 
 
+def check_inputs_kept(outputs: list[tuple[str, str | None]], inputs: list[str | None]) -> None:
+    """No output (``(option, path)``) is one of the input files: distc never overwrites what it
+    reads (a usage error, before any work; ``fmt -o`` in place is the exception)."""
+    ins = [p for p in inputs if p and p != "-" and os.path.isfile(p)]
+    for opt, path in outputs:
+        if not path or path == "-" or not os.path.exists(path):
+            continue
+        for p in ins:
+            if os.path.samefile(path, p):
+                raise click.UsageError(f"{opt} {path!r} is the input {p!r}: distc does not overwrite its inputs")
+
+
 def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks") -> None:
     """An output pattern's one field is ``{rank}``, and it needs several ranks (usage errors)."""
     if path is None or path == "-":

@@ -109,3 +109,41 @@ def test_reshard_of_a_program_without_reshards_warns():
     before = sorted((DATA / "corpus/paddle-3.3.1/reshard").glob("*.before.ir"))[0]
     r = run("reshard", before, "-q")
     assert r.exit_code == 0 and "warning" not in r.stderr
+
+
+@pytest.mark.parametrize("cmd", [
+    lambda d: ["shard", d / "main.ir", "-o", d / "main.ir"],
+    lambda d: ["shard", d / "main.ir", "-o", d / "link.ir"],  # a symlink to the input
+    lambda d: ["shard", d / "main.ir", "-o", d / "hard.ir"],  # a hard link
+    lambda d: ["shard", d / "main.ir", "--startup", d / "st.ir", "--startup-out", d / "st.ir"],
+    lambda d: ["shard", d / "main.ir", "--startup", d / "st.ir", "--startup-out", d / "x.ir", "-o", d / "st.ir"],
+    lambda d: ["shard", d / "m2.ir", "--ranks", "0,2", "-o", d / "m{rank}.ir"],
+    lambda d: ["reshard", d / "main.ir", "-o", d / "main.ir"],
+    lambda d: ["reshard", d / "main.ir", "--all-ranks", "-o", d / "main.r{rank}.ir"],
+    lambda d: ["opt", d / "main.ir", "-p", "partition", "-o", d / "main.ir"],
+])
+def test_an_output_never_overwrites_an_input(tmp_path, cmd):
+    import os
+
+    text = SAMPLE.read_text()
+    for name in ("main.ir", "m2.ir"):
+        (tmp_path / name).write_text(text)
+    (tmp_path / "st.ir").write_text((DATA / "corpus/paddle-3.3.1/stage1/mlp_dp2mp2_adamw.s0.r0.startup_after_remove.ir")
+                                    .read_text())
+    os.symlink(tmp_path / "main.ir", tmp_path / "link.ir")
+    os.link(tmp_path / "main.ir", tmp_path / "hard.ir")
+    args = cmd(tmp_path)
+    if args[0] == "reshard" and "--all-ranks" in args:  # main.r0.ir, a program with reshards, is the input
+        (tmp_path / "main.r0.ir").write_text(sorted((DATA / "corpus/paddle-3.3.1/reshard").glob("*.before.ir"))[0]
+                                             .read_text())
+        args[1] = tmp_path / "main.r0.ir"
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert "distc does not overwrite its inputs" in r.stderr
+    assert (tmp_path / "main.ir").read_text() == text and (tmp_path / "m2.ir").read_text() == text
+
+
+def test_fmt_in_place_is_allowed(tmp_path):
+    f = tmp_path / "p.ir"
+    f.write_text(SAMPLE.read_text())
+    assert run("fmt", f, "-o", f).exit_code == 0 and f.read_text() == SAMPLE.read_text()

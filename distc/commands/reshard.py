@@ -18,7 +18,7 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import (Staged, check_output, check_pattern, err_console, program_option, read_text, reporting,
+from ..driver import (Staged, check_inputs_kept, check_output, check_pattern, err_console, program_option, read_text, reporting,
                       warn_unknown_ops, write_file, write_output)
 from ..syntax.diagnostics import DiagnosticError
 from . import reshard_report as report
@@ -166,6 +166,9 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if all_ranks and output is not None and output != "-":  # every output writable, before any work
             for r in ranks:
                 check_output(_output_path(output, r))
+            check_inputs_kept([("-o", _output_path(output, r)) for r in ranks], [file])
+        else:
+            check_inputs_kept([("-o", output)], [file])
         results = {}
         for r in ranks if (all_ranks or verify) else [rank]:
             results[r] = _lower(source, filename, r, paddle_only, coshard, program)

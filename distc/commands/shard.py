@@ -21,7 +21,7 @@ import click
 
 from ..analysis.cost import collectives_in, program_ranks
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import (check_output, check_pattern, err_console, load, program_option, read_text, reporting,
+from ..driver import (check_inputs_kept, check_output, check_pattern, err_console, load, program_option, read_text, reporting,
                       warn_unknown_ops, write_output)
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
@@ -168,7 +168,12 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         known = program_ranks(prog)
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
+            outs = [(o, pat.replace("{rank}", str(r))) for o, pat in (("-o", output), ("--startup-out", startup_out))
+                    if pat for r in ranks]
         else:
+            outs = [("-o", output), ("--startup-out", startup_out)]
+        check_inputs_kept(outs, [main_file, startup])
+        if not many:
             rank = 0 if rank is None else rank
             if known and rank not in known:
                 raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
