@@ -1,5 +1,5 @@
 """Op names Paddle 3.3.1 does not have get a located warning before a pass rewrites the program
-(distc.dialects.known_ops, data made from the real Paddle by tools/paddle_op_names.py)."""
+(distc.dialects.known_ops, data made from the real Paddle by tests/data/oracle/paddle_op_names.py)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_verify_warns_about_serial(tmp_path):
 
 
 def test_the_generator_reads_name_literals_only():
-    spec = importlib.util.spec_from_file_location("paddle_op_names", ROOT / "tools/paddle_op_names.py")
+    spec = importlib.util.spec_from_file_location("paddle_op_names", ROOT / "tests/data/oracle/paddle_op_names.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # no paddle import at module level
     blob = (b"\x00pd_op.matmul\x00Handle for builtin.split\x00paddle/fluid/pir/dist_op.cc\x00\x91\x05pd_op.add_n_\x00"

@@ -2,7 +2,7 @@
 
 ``paddle_ops.txt.gz`` (beside this module) lists every op name of Paddle 3.3.1's ``libpaddle.so``
 (1,965: ``pd_op``, ``dist_op``, ``builtin``, ``cf``, ``onednn_op`` ...), made by
-``tools/paddle_op_names.py`` with the real Paddle.  To those come the names of earlier print eras
+``tests/data/oracle/paddle_op_names.py`` with the real Paddle.  To those come the names of earlier print eras
 that 3.3.1 no longer has (2024's ``c_allgather``, ``c_reducescatter``, ``c_allreduce_max_`` ...,
 from :mod:`.collectives`), and the ops of :mod:`.optimizers` and :mod:`.ops`.
 

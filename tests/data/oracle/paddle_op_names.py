@@ -2,7 +2,7 @@
 
 Run with the real Paddle's interpreter (distc never imports paddle)::
 
-    /work/paddle/bin/python tools/paddle_op_names.py distc/dialects/paddle_ops.txt.gz
+    /work/paddle/bin/python tests/data/oracle/paddle_op_names.py distc/dialects/paddle_ops.txt.gz
 
 Paddle 3.3.1 ships no op yaml files and exposes no list of its IrContext's registered ops to
 Python; every PIR op class has its name as a string literal (``static const char *name() { return
