@@ -53,3 +53,30 @@ def test_the_dumps_are_there():
     for n in ("log_mixed.log", "ir_printing_passes.log", "print_program.log", "dtypes.ir",
               "while_nested.ir", "dist_mesh3d.r0.after_reshard.ir.gz", "strings_hostile.ir"):
         assert n in names
+
+
+def test_bytes_that_are_not_utf8_are_a_located_error(tmp_path):
+    f = tmp_path / "bad.ir"
+    f.write_bytes(b'{\n    (%0) = "pd_op.data" () {name:"x\xff"} : () -> tensor<2xf32>\n}\n')
+    for args, name, kw in (([str(f)], str(f), {}), (["-"], "<stdin>", {"input": f.read_bytes()})):
+        r = CliRunner().invoke(main, ["fmt", *args], **kw)
+        assert r.exit_code == 1
+        lines = r.output.splitlines()
+        assert lines[0] == f"{name}:2:36: error: not UTF-8 text (byte 0xff: invalid start byte in UTF-8)"
+        assert lines[2] == " " * 35 + "^"
+        assert "Traceback" not in r.output
+
+
+def test_block_argument_attributes_keep_their_order():
+    # Paddle prints a block argument's attributes in their own order (not sorted like an op's)
+    text = (DUMPS / "engine_pipeline.r0.job1.ir").read_text()
+    assert "{place:Place(cpu),persistable:true}" in text
+    (prog,) = parse_programs(text)
+    assert print_program(prog, canonical=True) == text
+
+
+def test_minus_zero_stays_minus_zero():
+    text = (DUMPS / "attrs_varied.ir").read_text()
+    assert "value:-0}" in text
+    (prog,) = parse_programs(text)
+    assert print_program(prog, canonical=True) == text

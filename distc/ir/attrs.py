@@ -196,9 +196,11 @@ def number_attr(text: str, tag: str | None = None) -> "IntAttr | FloatAttr":
     if tag in ("Float", "Double"):
         return FloatAttr(text, tag)
     try:
-        return IntAttr(int(text), tag)
+        v = int(text)
     except ValueError:
         return FloatAttr(text, tag)
+    # '-0' is a float Paddle printed (C++ prints -0.0 so): kept as spelled, like any other
+    return IntAttr(v, tag) if str(v) == text else FloatAttr(text, tag)
 
 
 def attr_value(a: Attribute | None):

@@ -89,7 +89,7 @@ class _Printer:
     def _arg_text(self, a: BlockArgument) -> str:
         if not a.attrs_shown:
             return "%" + a._pname
-        return "%" + a._pname + " " + format_attr_dict(a.attrs, self.style.sorted_attrs)
+        return "%" + a._pname + " " + format_attr_dict(a.attrs, False)  # Paddle keeps their order
 
     def op(self, op: Operation, indent: str) -> None:
         out = self.out
