@@ -38,9 +38,9 @@ SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "after_remov
 # weight Shard(1), second Shard(0), alternating for deeper MLPs) or None; opt: optimizer.
 
 def C(mesh, dims, widths=(16, 32, 16), mp=None, opt="adamw", ranks=(0,), stages=("s0", "s1"),
-      batch=4):
+      batch=4, bias_mp=False):
     return dict(mesh=mesh, dims=list(dims), widths=list(widths), mp=mp, opt=opt, ranks=list(ranks),
-                stages=list(stages), batch=batch)
+                stages=list(stages), batch=batch, bias_mp=bias_mp)
 
 
 CORPUS_CASES = {
@@ -78,6 +78,9 @@ MORE_CASES = {
     "mlp_dp2_sgd": C([0, 1], ["dp"], opt="sgd", ranks=(0, 1), stages=("s3",)),
     "mlp_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3), stages=("s2", "s3")),
     "mlp15_dp4_adamw": C([0, 1, 2, 3], ["dp"], widths=(15, 30, 15), ranks=(0, 1, 3), stages=("s3",)),
+    # the column-parallel Linear's bias sharded over mp too (1-D: ZeRO has no other axis for it)
+    "mlpb_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3),
+                           stages=("s0", "s1", "s3"), bias_mp=True),
     "mlp_dp8_adamw": C([0, 1, 2, 3, 4, 5, 6, 7], ["dp"], ranks=(0, 7), stages=("s0", "s1", "s3"), batch=8),
 }
 
@@ -115,6 +118,8 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
             for i in range(len(widths) - 1):
                 lin = paddle.nn.Linear(widths[i], widths[i + 1])
                 lin.weight = dist.shard_tensor(lin.weight, mesh, wplace(i))
+                if spec.get("bias_mp") and i % 2 == 0:  # column-parallel: its bias Shard(0) over mp
+                    lin.bias = dist.shard_tensor(lin.bias, mesh, wplace(1))
                 self.layers.append(lin)
 
         def forward(self, x):
