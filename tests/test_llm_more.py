@@ -21,11 +21,19 @@ def params():
     return [pytest.param(c, case, r, id=f"{c}/{case}.r{r}") for c, case, r in L.cases(more=True)]
 
 
+# Where Paddle's program is right but not distc's text: Paddle's stage 3 shards the parameters
+# before it completes the forward program, and with a 1-D parameter mp already shards (the
+# column-parallel bias) its SPMD rules re-lay the forward activations (the bias add splits the
+# feature axis over dp); distc keeps the stage-1 forward and all-gathers each sharded parameter
+# before use.  Both programs are proven (test_stage3_forward_relaid_by_paddle).
+DIFFERS = {("mlp", "mlpb_dp2mp2_adamw", "s3")}
+
+
 @pytest.mark.parametrize("config,case,rank", params())
 def test_more_parity(config, case, rank):
     stages = _stages(config, case, rank)
     assert stages or any(L.error(config, case, f"s{n}", rank) for n in (1, 2, 3))
-    for stage in stages:
+    for stage in [s for s in stages if (config, case, s) not in DIFFERS]:
         got = run_stage(config, case, rank, stage)
         for snap in ("before_partition", "after_reshard", "dense", "startup_final"):
             if snap == "before_partition" and stage == "s0":
@@ -87,3 +95,18 @@ def test_dp_degree_one_warns(tmp_path):
     out = CliRunner().invoke(main, ["shard", str(L.write(tmp_path, "clip", "llama_dp2", "s0", 0, "before_partition")),
                                     "--rank", "1", "-q", "-o", str(tmp_path / "o2.ir")])
     assert out.exit_code == 0 and "warning" not in out.output
+
+
+def test_stage3_forward_relaid_by_paddle(tmp_path):
+    """The pinned difference: Paddle's stage-3 programs (every rank) and distc's both equal the
+    serial step, and they differ."""
+    config, case = "mlp", "mlpb_dp2mp2_adamw"
+    serial = L.write(tmp_path, config, case, "s3", 0, "before_partition")
+    for r in range(4):
+        (tmp_path / f"paddle.r{r}.ir").write_text(L.get(config, case, "s3", r, "after_reshard"))
+    out = CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / "paddle.r{rank}.ir")])
+    assert out.exit_code == 0 and "EQUAL" in out.output, out.output
+    out = _shard_verify(tmp_path, config, case, 3)
+    assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output
+    got = (tmp_path / f"{case}.s3.r0.ir").read_text()
+    assert canon(got) != canon(L.get(config, case, "s3", 0, "after_reshard"))

@@ -49,7 +49,10 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         pname = str(getattr(name, "value", name)) if name is not None else f"%{p.name}"
         changed.append(pname)
         other = [p_ for md, p_ in enumerate(before.placements) if p_.is_shard()]
-        if other:
+        if want.placements == before.placements:  # e.g. a 1-D parameter mp already shards
+            ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)}: no other tensor axis to "
+                             f"shard over {dim_name}; kept as it is (as its states, as Paddle)")
+        elif other:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} is {_pl(before)}: another mesh dim already "
                              f"shards tensor axis {other[0].dim}; distc shards axis "
                              f"{[p_.dim for p_ in want.placements if p_.is_shard() and p_ not in other][0]} "
