@@ -3,7 +3,7 @@ cross-mesh form: send/recv to the destination mesh first (``PToRReshardFunctionC
 
 from __future__ import annotations
 
-from .registry import ReshardFunction, reshard_function
+from .registry import CrossMesh, ReshardFunction, reshard_function
 from .util import is_partial, is_replicated
 
 
@@ -22,21 +22,12 @@ class PToR(ReshardFunction):
 
 
 @reshard_function(priority=20, name="p_to_r_cross_mesh", paddle=True)
-class PToRCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst, shape):
-        return (is_partial(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
-                and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+class PToRCrossMesh(CrossMesh):
+    def base(self):
+        return P_TO_R
 
-    def refuses(self, src, dst, shape):
-        from .same_status import SAME_STATUS
-
-        return SAME_STATUS.refuses(src, dst, shape)
-
-    def reshard(self, ctx, src, dst, value, dst_type):
-        from .same_status import SAME_STATUS
-
-        tmp, value = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
-        return P_TO_R.reshard(ctx, tmp, dst, value, dst_type)
+    def matches(self, src, dst):
+        return is_partial(src) and is_replicated(dst)
 
 
 P_TO_R = PToR()

@@ -8,7 +8,7 @@ A mesh dim of size 1 gives ``share_data_``; a rank outside the mesh gets a place
 
 from __future__ import annotations
 
-from .registry import ReshardFunction, reshard_function
+from .registry import CrossMesh, ReshardFunction, reshard_function
 from .util import is_replicated, is_shard
 
 
@@ -46,25 +46,17 @@ class RToS(ReshardFunction):
 
 
 @reshard_function(priority=50, name="r_to_s_cross_mesh", paddle=True)
-class RToSCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst, shape):
-        return (is_replicated(src) and is_shard(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
-                and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+class RToSCrossMesh(CrossMesh):
+    def base(self):
+        return R_TO_S
 
-    def refuses(self, src, dst, shape):
-        from .same_status import SAME_STATUS
+    def matches(self, src, dst):
+        return is_replicated(src) and is_shard(dst)
 
-        return SAME_STATUS.refuses(src, dst, shape)
-
-    def reshard(self, ctx, src, dst, value, dst_type):
-        from .same_status import SAME_STATUS
-
-        tmp, out = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
-        if out is None:
-            return None
-        if ctx.rank in dst.mesh.process_ids:
-            return R_TO_S.reshard(ctx, tmp, dst, out, dst_type)
-        return None
+    def on_destination(self, ctx, src, dst, value, dst_type):
+        if value is None or ctx.rank not in dst.mesh.process_ids:
+            return None  # (the ranks of the source mesh only send)
+        return R_TO_S.reshard(ctx, src, dst, value, dst_type)
 
 
 R_TO_S = RToS()

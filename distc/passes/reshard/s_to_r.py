@@ -8,7 +8,7 @@ value), so distc declines those cases and leaves them to other functions.
 
 from __future__ import annotations
 
-from .registry import ReshardFunction, reshard_function
+from .registry import CrossMesh, ReshardFunction, reshard_function
 from .util import is_replicated, is_shard
 
 
@@ -65,21 +65,12 @@ class SToR(ReshardFunction):
 
 
 @reshard_function(priority=90, name="s_to_r_cross_mesh", paddle=True)
-class SToRCrossMesh(ReshardFunction):
-    def is_suitable(self, src, dst, shape):
-        return (is_shard(src) and is_replicated(dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
-                and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
+class SToRCrossMesh(CrossMesh):
+    def base(self):
+        return S_TO_R
 
-    def refuses(self, src, dst, shape):
-        from .same_status import SAME_STATUS
-
-        return SAME_STATUS.refuses(src, dst, shape) or S_TO_R.refuses(src, dst, shape)
-
-    def reshard(self, ctx, src, dst, value, dst_type):
-        from .same_status import SAME_STATUS
-
-        tmp, out = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
-        return S_TO_R.reshard(ctx, tmp, dst, out, dst_type)
+    def matches(self, src, dst):
+        return is_shard(src) and is_replicated(dst)
 
 
 S_TO_R = SToR()
