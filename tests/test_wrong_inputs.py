@@ -147,3 +147,11 @@ def test_fmt_in_place_is_allowed(tmp_path):
     f = tmp_path / "p.ir"
     f.write_text(SAMPLE.read_text())
     assert run("fmt", f, "-o", f).exit_code == 0 and f.read_text() == SAMPLE.read_text()
+
+
+def test_shard_of_a_dense_program_is_an_error():
+    dense = DATA / "corpus/paddle-3.3.1/stage1/mlp_dp2mp2_adamw.s0.r0.dense.ir"
+    r = run("shard", dense)
+    assert r.exit_code == 1 and r.stdout == ""
+    assert f"{dense}: error: MAIN has no dist types: it is a dense program" in r.stderr
+    assert "collectives inserted" not in r.stderr
