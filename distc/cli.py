@@ -27,6 +27,8 @@ Exit status:
   2   usage error (unknown option, options that exclude each other, a bad -o pattern ...)
   3   verify: an op the simulator has no kernel for
   70  internal error (a bug in distc: please report it; DISTC_DEBUG=1 shows the traceback)
+With --json, a command that fails also prints one JSON object on stdout:
+  {"status": "error", "kind": "input"|"usage"|"output"|"internal", "exit": N, "file", "line", "col", "message", ...}
 """
 
 

@@ -136,7 +136,11 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
             prove: bool, as_json: bool, program: int | None) -> None:
-    """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1."""
+    """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1.
+
+    MAIN is the dist-typed training program Paddle dumps just before apply_partition_pass (its
+    optimizer ops included); --startup takes the 'startup_after_remove' dump.  The rank's program
+    goes to stdout (or -o), the summary to stderr."""
     from ..passes import load_passes
 
     with reporting():
