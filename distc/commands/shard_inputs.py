@@ -1,7 +1,7 @@
 """What ``distc shard`` checks about its inputs before it works: wrong input is never a silent
 success ("saving 0 bytes", exit 0).
 
-* MAIN must be dist-typed (not a rank's dense program).
+* MAIN must be dist-typed (not a rank's dense program; at stage 0 a warning).
 * MAIN must hold an optimizer update (``pd_op.adamw_``, ``sgd_`` ...): without one there is
   nothing for ZeRO to shard.  If MAIN looks like a startup program (it sets parameters, has no
   backward or optimizer op) the message says MAIN and ``--startup`` are probably swapped.
@@ -59,9 +59,11 @@ def state_names(prog: Program) -> list[str]:
 
 def check_main(prog: Program, path: str, stage: int, warn) -> None:
     if not any(r.dist_attr is not None for op in prog.walk() for r in op.results):
-        raise DiagnosticError("MAIN has no dist types: it is a dense program (a rank's program after "
-                              "dist-to-dense, or not auto-parallel); MAIN is the dist-typed program Paddle "
-                              "dumps just before apply_partition_pass", filename=path)
+        dense = ("MAIN has no dist types: it is a dense program (a rank's program after dist-to-dense, or not "
+                 "auto-parallel); MAIN is the dist-typed program Paddle dumps just before apply_partition_pass")
+        if stage >= 1:
+            raise DiagnosticError(dense, filename=path)
+        warn(f"{path}: warning: {dense}")
     if _opt_ops(prog):
         return
     if _looks_like_startup(prog):
