@@ -18,7 +18,8 @@ RANKS = {"llama_dp4": range(4), "llama_dp2mp2": range(4), "llama_dp2mp4": range(
 # ampnorm, decay)
 # and (config ``mlp``) gen_stage1.py --more: the MLP of stage1/ at stages 2 and 3, dp2, dp8
 MORE_MESH_DIMS = {"llama_dp2": ("dp",), "llama_dp1mp2": ("dp", "mp"), "llama_dp4mp2": ("dp", "mp"),
-                  "llama_dp2mp2p": ("dp", "mp"), "llama62_dp4": ("dp",),
+                  "llama_dp2mp2p": ("dp", "mp"), "llama62_dp4": ("dp",), "llama_vp_dp2mp2": ("dp", "mp"),
+                  "llama_dp2mp2x2": ("dp", "mp", "x"), "llama_dp4o": ("dp",), "llama_dp4r": ("dp",),
                   "mlp_dp2_adamw": ("dp",), "mlp_dp4_adamw": ("dp",), "mlp_dp2_sgd": ("dp",),
                   "mlp_dp2mp2_adamw": ("dp", "mp"), "mlp15_dp4_adamw": ("dp",), "mlp_dp8_adamw": ("dp",),
                   "mlpb_dp2mp2_adamw": ("dp", "mp")}

@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 import llmdata as L
 from distc.cli import main
+from distc.passes.base import REGISTRY, PassContext, PassManager
+from distc.syntax.parser import parse
 from test_llm_parity import _stages, run_stage
 from test_shard_passes import canon
 
@@ -26,7 +28,10 @@ def params():
 # column-parallel bias) its SPMD rules re-lay the forward activations (the bias add splits the
 # feature axis over dp); distc keeps the stage-1 forward and all-gathers each sharded parameter
 # before use.  Both programs are proven (test_stage3_forward_relaid_by_paddle).
-DIFFERS = {("mlp", "mlpb_dp2mp2_adamw", "s3")}
+# And on the mesh [3,2,1,0] (llama_dp4r) Paddle gathers / reduce-scatters over the sorted group as
+# if the mesh were ordered: its stage-1 update is wrong (distc verify: DIVERGED), distc's default
+# reorders the pieces (test_unordered_mesh); ``reshard{paddle=true}`` gives Paddle's text.
+DIFFERS = {("mlp", "mlpb_dp2mp2_adamw", "s3"), ("clip", "llama_dp4r", "s0"), ("clip", "llama_dp4r", "s1")}
 
 
 @pytest.mark.parametrize("config,case,rank", params())
@@ -110,3 +115,27 @@ def test_stage3_forward_relaid_by_paddle(tmp_path):
     assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output
     got = (tmp_path / f"{case}.s3.r0.ir").read_text()
     assert canon(got) != canon(L.get(config, case, "s3", 0, "after_reshard"))
+
+
+def test_unordered_mesh(tmp_path):
+    """dp4 on process ids [3,2,1,0]: Paddle's text with reshard{paddle=true} (every stored rank,
+    stages 0 and 1); Paddle's stage-1 step diverges from the serial one, distc's default is proven."""
+    config, case = "clip", "llama_dp4r"
+    src = L.get(config, case, "s0", 0, "before_partition")
+    for stage in ("s0", "s1"):
+        for r in range(4):
+            if not L.has(config, case, stage, r, "after_reshard"):
+                continue
+            prog = parse(src, "bp.ir")
+            ctx = PassContext()
+            if stage == "s1":
+                PassManager([REGISTRY["shard-optimizer"](stage=1)]).run(prog, ctx)  # type: ignore[call-arg]
+            PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=r, paddle=True)]).run(prog, ctx)  # type: ignore[call-arg]
+            assert canon(str(prog)) == canon(L.get(config, case, stage, r, "after_reshard")), (stage, r)
+    serial = L.write(tmp_path, config, case, "s1", 0, "before_partition")
+    for r in range(4):
+        (tmp_path / f"paddle.r{r}.ir").write_text(L.get(config, case, "s1", r, "after_reshard"))
+    out = CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / "paddle.r{rank}.ir")])
+    assert out.exit_code == 1 and "DIVERGED" in out.output, out.output
+    out = _shard_verify(tmp_path, config, case, 1)
+    assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output

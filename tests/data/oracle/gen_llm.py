@@ -53,7 +53,9 @@ BASE_MESHES = list(MESHES)
 # apply_decay_param_fun: no decay for the RMSNorm weights, + global-norm clip).  (ClipGradByValue
 # fails in Paddle at stage 0 already: `NotImplementedError`.)  Cases beyond the three meshes: dp2; dp degree 1
 # (mesh [[0,1]] dims dp,mp); dp4 x mp2 (8 ranks); dp x mp with process ids [[0,2],[1,3]];
-# llama62 (vocab 62: the embedding's first dim does not divide by 4).  (mp x dp, dp the second
+# llama62 (vocab 62: the embedding's first dim does not divide by 4); llama_vp (vocab-parallel
+# embedding, Shard(0) over mp); a 3-D mesh dp x mp x x (nothing sharded over x); dp4 on ranks
+# 4-7 (llama_dp4o) and on ids [3,2,1,0] (llama_dp4r).  (mp x dp, dp the second
 # mesh dim, fails in Paddle's completion at stage 0 already: `Multiple Tensor Axes [a,k] is
 # sharded by same mesh dimension [0]`.)
 MESHES.update({
@@ -62,8 +64,13 @@ MESHES.update({
     "llama_dp4mp2": ([[0, 1], [2, 3], [4, 5], [6, 7]], ["dp", "mp"]),
     "llama_dp2mp2p": ([[0, 2], [1, 3]], ["dp", "mp"]),
     "llama62_dp4": ([0, 1, 2, 3], ["dp"]),
+    "llama_vp_dp2mp2": ([[0, 1], [2, 3]], ["dp", "mp"]),
+    "llama_dp2mp2x2": ([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], ["dp", "mp", "x"]),
+    "llama_dp4o": ([4, 5, 6, 7], ["dp"]),
+    "llama_dp4r": ([3, 2, 1, 0], ["dp"]),
 })
 CASE_VOCAB = {"llama62_dp4": 62}
+CASE_EMBED_SHARD = {"llama_vp_dp2mp2": 0}  # vocab-parallel embedding: weight Shard(0) over mp
 MORE = [
     ("clip", "llama_dp2", STAGES, None),
     ("clip", "llama_dp1mp2", STAGES, None),
@@ -80,6 +87,10 @@ MORE = [
     ("clipnorm", "llama_dp4", ["s0", "s1", "s3"], None),
     ("clipnorm", "llama_dp2mp2", ["s0", "s1"], None),
     ("decay", "llama_dp2mp2", ["s0", "s1"], None),
+    ("clip", "llama_vp_dp2mp2", STAGES, None),
+    ("clip", "llama_dp2mp2x2", ["s0", "s1"], [0, 5]),
+    ("clip", "llama_dp4o", ["s0", "s1", "s3"], [4, 6]),
+    ("clip", "llama_dp4r", ["s0", "s1", "s3"], None),
     ("ampnorm", "llama_dp4", ["s0", "s1", "s3"], None),
     ("ampnorm", "llama_dp2mp2", ["s0", "s1"], None),
 ]  # ranks None: every rank of the mesh
@@ -95,6 +106,10 @@ KEEP = [
     ("clip", "llama_dp2mp2p", "s1", [1, 2]), ("clip", "llama_dp2mp2p", "s3", [0, 1, 2, 3]),
     ("clip", "llama62_dp4", "s1", [0, 1, 2, 3]),
     ("clip", "llama62_dp4", "s3", [0, 1, 2, 3]),
+    ("clip", "llama_vp_dp2mp2", "s1", [1]), ("clip", "llama_vp_dp2mp2", "s3", [0, 1, 2, 3]),
+    ("clip", "llama_dp2mp2x2", "s1", [5]),
+    ("clip", "llama_dp4o", "s1", [6]), ("clip", "llama_dp4o", "s3", [4]),
+    ("clip", "llama_dp4r", "s1", [0, 1, 2, 3]),
     ("amp", "llama_dp2", "s1", [0, 1]), ("amp", "llama_dp2", "s2", [0, 1]),
     ("sgd", "llama_dp4", "s1", [0]), ("sgd", "llama_dp4", "s3", [3]),
     ("sgd", "llama_dp2mp2", "s1", [3]), ("sgd", "llama_dp2mp2", "s3", [0, 1, 2, 3]),
@@ -200,7 +215,7 @@ def build_and_capture(config, case, stage, snapshot_cb):
         def __init__(self):
             super().__init__()
             self.embed = paddle.nn.Embedding(vocab, HIDDEN)
-            self.embed.weight = dist.shard_tensor(self.embed.weight, mesh, place(1))
+            self.embed.weight = dist.shard_tensor(self.embed.weight, mesh, place(CASE_EMBED_SHARD.get(case, 1)))
             self.blocks = paddle.nn.LayerList([Block() for _ in range(LAYERS)])
             self.norm = RMSNorm()
             self.head = linear(HIDDEN, vocab, 1)
