@@ -181,11 +181,13 @@ def _check_ranks(passes, prog) -> None:
 def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx) -> None:
     import json
 
+    from .driver import WARNINGS
+
     colls = [c.as_dict() for c in getattr(ctx, "collectives", []) or []]
     doc = {"command": "opt", "pipeline": pipeline,
            "passes": [{"pass": n, "seconds": round(s, 6)} for n, s in timings],
            "collectives": colls, "bytes_sent": sum(c["moved"] for c in colls),
-           "decisions": list(getattr(ctx, "notes", []) or [])}
+           "decisions": list(getattr(ctx, "notes", []) or []), "warnings": list(WARNINGS)}
     sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
 
 

@@ -98,6 +98,15 @@ def parse_text(text: str, name: str, program: int | None = None) -> Program:
     return parse_program(text, name, program)
 
 
+WARNINGS: list[str] = []  # the warnings this command printed, first lines (--json summaries carry them)
+
+
+def warn(text: str) -> None:
+    """Print a warning (``file:line:col: warning: ...`` and its lines) on stderr and remember it."""
+    WARNINGS.append(text.split("\n", 1)[0])
+    err_console().print(text, markup=False)
+
+
 def warn_unknown_ops(prog: Program, note: str | None = "distc passes it through unchanged") -> int:
     """Before a pass rewrites ``prog``: ``file:line:col: warning:`` (the line, a caret under the
     name) for each op name Paddle 3.3.1 does not have, once a name; the count of such names."""
@@ -118,7 +127,7 @@ def warn_unknown_ops(prog: Program, note: str | None = "distc passes it through 
         w = DiagnosticError(unknown_message(name), line, col, filename=prog.filename, notes=notes,
                             source=None if src is None or line is None else "\n" * (line - 1) + src,
                             severity="warning")
-        err_console().print(w.render(), markup=False)
+        warn(w.render())
     return len(bad)
 
 
@@ -247,7 +256,7 @@ def fail(text: str, code: int, doc: dict) -> None:
     err_console().print(text, markup=False)
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("as_json"):
-        print_error_json(doc, ctx.info_name)
+        print_error_json({**doc, "warnings": list(WARNINGS)}, ctx.info_name)
     sys.exit(code)
 
 
@@ -255,6 +264,7 @@ def fail(text: str, code: int, doc: dict) -> None:
 def reporting() -> Iterator[None]:
     """Turn diagnostics into ``file:line:col: error:`` + exit 1, anything else into exit 70; under
     the command's ``--json`` also one JSON object on stdout (:func:`error_doc`)."""
+    WARNINGS.clear()  # one command's (several run in one process under tests)
     try:
         yield
     except DiagnosticError as e:

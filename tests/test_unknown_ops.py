@@ -73,7 +73,7 @@ def test_a_pass_warns_once_a_name_with_line_and_caret(tmp_path, cmd):
     r = run(cmd[0], f, *cmd[1:])
     assert r.exit_code == 0, r.output  # the exit status is unchanged
     assert WARNING.format(f=f) in r.stderr and CARET in r.stderr
-    assert r.stderr.count("warning: 'pd_op.matmull'") == 1
+    assert sum(ln.startswith(f"{f}:25:14: warning:") for ln in r.stderr.splitlines()) == 1
     assert "pd_op.matmull" in r.stdout  # passed through
 
 
@@ -117,3 +117,20 @@ def test_the_generator_reads_name_literals_only():
     blob = (b"\x00pd_op.matmul\x00Handle for builtin.split\x00paddle/fluid/pir/dist_op.cc\x00\x91\x05pd_op.add_n_\x00"
             b"xpd_op.nope\x00pd_op.no_nul")
     assert mod.names_in(blob) == ["builtin.split", "pd_op.add_n_", "pd_op.matmul"]
+
+
+def test_json_summaries_and_errors_carry_the_warnings(tmp_path):
+    import json
+
+    f = typo(tmp_path)
+    msg = f"{f}:25:14: warning: 'pd_op.matmull' is not an op of Paddle 3.3.1 (did you mean 'pd_op.matmul'?)"
+    for cmd in (["shard", f, "-o", tmp_path / "o.ir"], ["opt", f, "-p", "partition", "-o", tmp_path / "o.ir"]):
+        r = run(*cmd, "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stderr.strip().splitlines()[-1])["warnings"] == [msg]
+    r = run("reshard", f, "--json", "-o", tmp_path / "o.ir")
+    assert json.loads(r.stderr.strip().splitlines()[-1])["warnings"][0] == msg
+    r = run("shard", f, "--json", "--rank", "7")
+    assert r.exit_code == 1 and json.loads(r.stdout)["warnings"] == [msg]
+    r = run("shard", SAMPLE, "--json", "-o", tmp_path / "o.ir")  # one command's warnings only
+    assert json.loads(r.stderr.strip().splitlines()[-1])["warnings"] == []

@@ -18,8 +18,8 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import (Staged, check_inputs_kept, check_output, check_pattern, err_console, program_option, read_text, reporting,
-                      warn_unknown_ops, write_file, write_output)
+from ..driver import (WARNINGS, Staged, check_inputs_kept, check_output, check_pattern, err_console, program_option,
+                      read_text, reporting, warn, warn_unknown_ops, write_file, write_output)
 from ..syntax.diagnostics import DiagnosticError
 from . import reshard_report as report
 
@@ -140,10 +140,10 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if not explorer:
             warn_unknown_ops(before)
             if not any(op.name == ops.RESHARD for op in before.walk()):
-                err_console().print(DiagnosticError(
+                warn(DiagnosticError(
                     "no dist_op.reshard in the program: nothing to lower (a program before partition? "
                     "`distc shard`, or `distc opt FILE -p partition,reshard{rank=R}`)", filename=filename,
-                    severity="warning").render(), markup=False)
+                    severity="warning").render())
         known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
         if not all_ranks and not whole and known and rank not in known:
@@ -179,7 +179,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if explain and not as_json:
             report.explain(con, ctxs)
         if as_json:
-            con.print(report.to_json(ctxs), markup=False, highlight=False, soft_wrap=True)
+            con.print(report.to_json(ctxs, WARNINGS), markup=False, highlight=False, soft_wrap=True)
         elif not quiet:
             report.summary(con, ctxs)
         if verify:

@@ -140,8 +140,8 @@ def explain(con, ctxs: dict) -> None:
                 con.print(Text(text if text.startswith("  ") else head + text, style=style))
 
 
-def to_json(ctxs: dict) -> str:
-    doc = {"command": "reshard", "ranks": {}}
+def to_json(ctxs: dict, warnings: list[str] = ()) -> str:
+    doc = {"command": "reshard", "ranks": {}, "warnings": list(warnings)}
     for r, ctx in ctxs.items():
         rows = collective_rows(ctx)
         doc["ranks"][str(r)] = {"collectives": rows, "bytes_sent": sum(x["bytes_sent"] for x in rows),

@@ -21,8 +21,8 @@ import click
 
 from ..analysis.cost import collectives_in, program_ranks
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import (check_inputs_kept, check_output, check_pattern, err_console, load, program_option, read_text, reporting,
-                      warn_unknown_ops, write_output)
+from ..driver import (check_inputs_kept, check_output, check_pattern, err_console, load, program_option, read_text,
+                      reporting, warn, warn_unknown_ops, write_output)
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
@@ -182,7 +182,6 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             if known and rank not in known:
                 raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
                                       f"{', '.join(map(str, known))})", filename=prog.filename)
-        warn = lambda m: err_console().print(m, markup=False)  # noqa: E731
         check_main(prog, prog.filename or main_file, stage, warn)
         if prove:
             _prove(main_file, startup, stage, amp, axis, dims, output if many else None, program)
@@ -245,8 +244,11 @@ def summary_json(sh, stage: int, ranks: dict, notes: list[str], ran: list[str] =
     import json
     import sys
 
+    from ..driver import WARNINGS
+
     doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.sharding_axis,
            "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
+           "warnings": list(WARNINGS),
            "ranks": {str(r): x for r, x in sorted(ranks.items())}}
     sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
 

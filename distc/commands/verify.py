@@ -21,7 +21,7 @@ from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
 from ..analysis.simulate.step import StepReport, is_comm
-from ..driver import err_console, load, program_option, reporting, warn_unknown_ops
+from ..driver import WARNINGS, err_console, load, program_option, reporting, warn_unknown_ops
 from ..ir.core import Program
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -87,6 +87,7 @@ def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool =
         doc = {name: r.as_dict() for name, r in reports}
         doc["exit"] = status
         doc["status"] = {0: "equal", 1: "diverged", EXIT_NO_KERNEL: "no-kernel"}.get(status, "error")
+        doc["warnings"] = list(WARNINGS)
         click.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
     else:
         for name, r in reports:
