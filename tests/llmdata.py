@@ -11,6 +11,7 @@ import re
 from conftest import DATA
 
 LLM = DATA / "oracle/llm"
+PP = DATA / "oracle/pp"  # gen_pp.py: the layers on two pipeline-stage meshes (same scheme)
 CONFIGS = ("clip", "amp")
 MESH_DIMS = {"llama_dp4": ("dp",), "llama_dp2mp2": ("dp", "mp"), "llama_dp2mp4": ("dp", "mp")}
 RANKS = {"llama_dp4": range(4), "llama_dp2mp2": range(4), "llama_dp2mp4": range(8)}
@@ -29,10 +30,10 @@ _NAME = re.compile(r"(\w+)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")
 
 
 @functools.lru_cache(maxsize=None)
-def manifest() -> dict[str, tuple[str, bool]]:
+def manifest(root=LLM) -> dict[str, tuple[str, bool]]:
     """name -> (stored file hash, is a corpus file)."""
     out = {}
-    for line in (LLM / "MANIFEST.tsv").read_text().splitlines():
+    for line in (root / "MANIFEST.tsv").read_text().splitlines():
         if line.startswith("#") or not line.strip():
             continue
         name, h, corpus = line.split("\t")
@@ -41,17 +42,17 @@ def manifest() -> dict[str, tuple[str, bool]]:
 
 
 @functools.lru_cache(maxsize=64)
-def text(name: str) -> str:
-    h, _ = manifest()[name]
-    return gzip.decompress((LLM / "store" / f"{h}.gz").read_bytes()).decode("utf-8")
+def text(name: str, root=LLM) -> str:
+    h, _ = manifest(root)[name]
+    return gzip.decompress((root / "store" / f"{h}.gz").read_bytes()).decode("utf-8")
 
 
-def has(config: str, case: str, stage: str, rank: int, snap: str) -> bool:
-    return f"{config}/{case}.{stage}.r{rank}.{snap}.ir" in manifest()
+def has(config: str, case: str, stage: str, rank: int, snap: str, root=LLM) -> bool:
+    return f"{config}/{case}.{stage}.r{rank}.{snap}.ir" in manifest(root)
 
 
-def get(config: str, case: str, stage: str, rank: int, snap: str) -> str:
-    return text(f"{config}/{case}.{stage}.r{rank}.{snap}.ir")
+def get(config: str, case: str, stage: str, rank: int, snap: str, root=LLM) -> str:
+    return text(f"{config}/{case}.{stage}.r{rank}.{snap}.ir", root)
 
 
 def error(config: str, case: str, stage: str, rank: int) -> str | None:

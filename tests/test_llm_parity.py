@@ -35,8 +35,8 @@ load_passes()
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed(config: str, case: str, rank: int, snap: str, stage: str = "s0"):
-    return parse(L.get(config, case, stage, rank, snap), f"{config}/{case}.{stage}.r{rank}.{snap}.ir")
+def _parsed(config: str, case: str, rank: int, snap: str, stage: str = "s0", root=L.LLM):
+    return parse(L.get(config, case, stage, rank, snap, root), f"{config}/{case}.{stage}.r{rank}.{snap}.ir")
 
 
 def _stages(config: str, case: str, rank: int) -> list[str]:
@@ -47,14 +47,14 @@ def params():
     return [pytest.param(c, case, r, id=f"{c}/{case}.r{r}") for c, case, r in L.cases()]
 
 
-def run_stage(config: str, case: str, rank: int, stage: str) -> dict[str, str]:
-    """distc's four programs for one stage."""
-    prog = _parsed(config, case, rank, "before_partition").clone()
+def run_stage(config: str, case: str, rank: int, stage: str, root=L.LLM, mesh_dims=None) -> dict[str, str]:
+    """distc's four programs for one stage (``root``: another store of the same scheme)."""
+    prog = _parsed(config, case, rank, "before_partition", "s0", root).clone()
     ctx = PassContext()
     out = {}
     n = int(stage[1])
     if n >= 1:
-        PassManager([REGISTRY["shard-optimizer"](stage=n, axis="dp", mesh_dims=L.MESH_DIMS[case],  # type: ignore[call-arg]
+        PassManager([REGISTRY["shard-optimizer"](stage=n, axis="dp", mesh_dims=mesh_dims or L.MESH_DIMS[case],  # type: ignore[call-arg]
                                                  amp=config in L.AMP_CONFIGS)]).run(prog, ctx)
         out["before_partition"] = str(prog)
     layouts = persistable_layouts(prog)
@@ -64,7 +64,7 @@ def run_stage(config: str, case: str, rank: int, stage: str) -> dict[str, str]:
     PassManager([REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)]).run(prog, ctx)  # type: ignore[call-arg]
     out["dense"] = str(prog)
     src = "s3" if n == 3 else "s0"  # see the module docstring
-    sprog = parse(L.get(config, case, src, rank, "startup_after_remove"), "startup")
+    sprog = parse(L.get(config, case, src, rank, "startup_after_remove", root), "startup")
     shard_startup(sprog, layouts, rank, ctx, params=plays)
     out["startup_final"] = str(sprog)
     out["notes"] = "\n".join(ctx.notes)

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Generate pipeline-placed LLaMA-style training programs with real PaddlePaddle 3.3.1 (CPU).
+
+The model of gen_llm.py (embedding, decoder layers with RMSNorm, causal attention, SwiGLU MLP, lm
+head; q/k/v/gate/up/head column-parallel, o/down row-parallel over `mp` where the mesh has it) with
+its layers on DIFFERENT meshes: the embedding and the first half of the layers on pipeline stage 0,
+the second half, the final norm and the head on stage 1, the activations moved between the
+stages with `dist.reshard` (auto-parallel "pipeline" placement without a pipeline scheduler).
+The stage meshes are `mesh.get_mesh_with_dim("pp", i)` of a global mesh with dims pp,dp[,mp];
+the input ids live on stage 0, the labels on stage 1 (`dist.shard_dataloader(meshes=[m0, m1])`).
+AdamW + ClipGradByGlobalNorm(1.0) + CosineAnnealingDecay (gen_llm.py's `clip` config);
+stage 0 = `dist.shard_optimizer(opt)`, stage 1 = `dist.shard_optimizer(opt, ShardingStage1("dp", mesh))`.
+
+Names and snapshots as gen_llm.py: clip/CASE.sN.rR.SNAPSHOT.ir (SNAPSHOT in before_partition,
+after_reshard, dense, startup_after_remove, startup_final) or clip/CASE.sN.rR.error.txt.
+
+Usage (/work/paddle/bin/python):
+  python gen_pp.py --out DIR [-j N] [--all-ranks] [FILTER...]   # FILTER: CONFIG/CASE.sN[.rR] prefixes;
+                                                # --all-ranks: every rank of the mesh, not JOBS's
+  python gen_pp.py --pack DIR DEST                # DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
+  python gen_pp.py --unpack DEST OUT
+
+Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
+PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
+"""
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gen_llm import BATCH, FFN, HEADS, HIDDEN, SEQ, SNAPSHOTS, VOCAB, _last_line, pack, unpack  # noqa: E402
+
+LAYERS = 2  # one decoder layer per pipeline stage
+MESHES = {
+    "llama_pp2dp2": ([[0, 1], [2, 3]], ["pp", "dp"]),
+    "llama_pp2dp2mp2": ([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], ["pp", "dp", "mp"]),
+}
+JOBS = [  # (config, case, stages, ranks)
+    ("clip", "llama_pp2dp2", ["s0", "s1"], [0, 1, 2, 3]),
+    ("clip", "llama_pp2dp2mp2", ["s0", "s1"], [0, 3, 4, 7]),
+]
+
+
+def ranks_of(case):
+    ids = MESHES[case][0]
+    while isinstance(ids[0], list):
+        ids = [r for row in ids for r in row]
+    return ids
+
+
+def build_and_capture(config, case, stage, snapshot_cb):
+    import numpy as np
+    import paddle
+    import paddle.distributed as dist
+    import paddle.nn.functional as F
+
+    from gen_stage1 import run_engine
+
+    paddle.seed(2024)
+    np.random.seed(2024)
+    ids, dims = MESHES[case]
+    mesh = dist.ProcessMesh(ids, dim_names=dims)
+    stages = [mesh.get_mesh_with_dim("pp", i) for i in range(2)]
+    sdims = dims[1:]
+    has_mp = "mp" in sdims
+
+    def place(shard_dim=None):
+        pl = [dist.Replicate() for _ in sdims]
+        if has_mp and shard_dim is not None:
+            pl[sdims.index("mp")] = dist.Shard(shard_dim)
+        return pl
+
+    def act():  # activations between the stages: batch over dp
+        pl = [dist.Replicate() for _ in sdims]
+        pl[sdims.index("dp")] = dist.Shard(0)
+        return pl
+
+    def linear(m, i, o, shard_dim):
+        lin = paddle.nn.Linear(i, o, bias_attr=False)
+        lin.weight = dist.shard_tensor(lin.weight, m, place(shard_dim))
+        return lin
+
+    class RMSNorm(paddle.nn.Layer):
+        def __init__(self, m):
+            super().__init__()
+            self.weight = self.create_parameter([HIDDEN], default_initializer=paddle.nn.initializer.Constant(1.0))
+            self.weight = dist.shard_tensor(self.weight, m, place())
+
+        def forward(self, x):
+            v = (x * x).mean(-1, keepdim=True)
+            return x * paddle.rsqrt(v + 1e-6) * self.weight
+
+    class Block(paddle.nn.Layer):
+        def __init__(self, m):
+            super().__init__()
+            self.ln1 = RMSNorm(m)
+            self.ln2 = RMSNorm(m)
+            self.q = linear(m, HIDDEN, HIDDEN, 1)
+            self.k = linear(m, HIDDEN, HIDDEN, 1)
+            self.v = linear(m, HIDDEN, HIDDEN, 1)
+            self.o = linear(m, HIDDEN, HIDDEN, 0)
+            self.gate = linear(m, HIDDEN, FFN, 1)
+            self.up = linear(m, HIDDEN, FFN, 1)
+            self.down = linear(m, FFN, HIDDEN, 0)
+
+        def forward(self, h):
+            x = self.ln1(h)
+            hd = HIDDEN // HEADS
+
+            def heads(t):
+                return paddle.transpose(paddle.reshape(t, [0, 0, HEADS, hd]), [0, 2, 1, 3])
+
+            q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+            s = paddle.matmul(q, k, transpose_y=True) * (1.0 / math.sqrt(hd))
+            mask = paddle.triu(paddle.full([SEQ, SEQ], -10000.0, dtype="float32"), 1)
+            p = F.softmax(s + mask, axis=-1)
+            a = paddle.reshape(paddle.transpose(paddle.matmul(p, v), [0, 2, 1, 3]), [0, 0, HIDDEN])
+            h = h + self.o(a)
+            x = self.ln2(h)
+            return h + self.down(F.silu(self.gate(x)) * self.up(x))
+
+    def stage_of(i):
+        return 0 if i < LAYERS // 2 else 1
+
+    class LLaMA(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.embed = paddle.nn.Embedding(VOCAB, HIDDEN)
+            self.embed.weight = dist.shard_tensor(self.embed.weight, stages[0], place(1))
+            self.blocks = paddle.nn.LayerList([Block(stages[stage_of(i)]) for i in range(LAYERS)])
+            self.norm = RMSNorm(stages[1])
+            self.head = linear(stages[1], HIDDEN, VOCAB, 1)
+
+        def forward(self, ids):
+            h = self.embed(ids)
+            for i, b in enumerate(self.blocks):
+                if i > 0 and stage_of(i) != stage_of(i - 1):
+                    h = dist.reshard(h, stages[stage_of(i)], act())
+                h = b(h)
+            return self.head(self.norm(h))
+
+    class Loss(paddle.nn.Layer):
+        def forward(self, logits, label):
+            return F.cross_entropy(logits, label).mean()
+
+    class DS(paddle.io.Dataset):
+        def __init__(self, n):
+            self.x = np.random.randint(0, VOCAB, (n, SEQ)).astype("int64")
+            self.y = np.random.randint(0, VOCAB, (n, SEQ)).astype("int64")
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+        def __len__(self):
+            return len(self.x)
+
+    model = LLaMA()
+    clip = paddle.nn.ClipGradByGlobalNorm(1.0)
+    lr = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.01, T_max=10)
+    opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
+    if stage == "s0":
+        opt = dist.shard_optimizer(opt)
+    else:
+        opt = dist.shard_optimizer(opt, dist.ShardingStage1("dp", mesh))
+    loader = paddle.io.DataLoader(DS(4 * BATCH), batch_size=BATCH)
+    dloader = dist.shard_dataloader(loader, meshes=stages, shard_dims="dp")
+    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=dist.Strategy())
+
+
+def worker(config, case, stage, rank, outdir):
+    assert os.environ.get("PADDLE_TRAINER_ID") == str(rank)
+    base = os.path.join(outdir, config, f"{case}.{stage}.r{rank}")
+    got = {}
+
+    def cb(name, program):
+        got.setdefault(name, str(program))
+
+    try:
+        build_and_capture(config, case, stage, cb)
+    except Exception as e:  # Paddle refused: only its message is kept
+        msg = _last_line(e)
+        if not msg.startswith(type(e).__name__ + ":"):
+            msg = f"{type(e).__name__}: {msg}"
+        with open(base + ".error.txt", "w", encoding="utf-8") as f:
+            f.write(msg + "\n")
+        return
+    for s in SNAPSHOTS:
+        t = got[s]
+        with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
+            f.write(t if t.endswith("\n") else t + "\n")
+
+
+def run_worker(job):
+    config, case, stage, rank, outdir = job
+    os.makedirs(os.path.join(outdir, config), exist_ok=True)
+    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+               GLOG_minloglevel="2")
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage, str(rank),
+                        outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tag = f"{config}/{case}.{stage}.r{rank}"
+    if p.returncode != 0:
+        print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
+        with open(os.path.join(outdir, config, f"{case}.{stage}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
+            f.write("CRASH: " + (p.stdout.strip().splitlines() or ["?"])[-1] + "\n")
+    else:
+        print("  done", tag, flush=True)
+
+
+def main(argv):
+    j = 2
+    if "-j" in argv:
+        i = argv.index("-j")
+        j = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    if argv[:1] == ["--worker"]:
+        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
+        return 0
+    if argv[:1] == ["--pack"]:
+        pack(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["--unpack"]:
+        unpack(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["--out"]:
+        every = "--all-ranks" in argv  # every rank of the mesh, not only JOBS's (for distc verify)
+        argv = [a for a in argv if a != "--all-ranks"]
+        jobs = [(c, case, s, r, argv[1]) for c, case, ss, rs in JOBS for s in ss
+                for r in (ranks_of(case) if every else rs)]
+        if len(argv) > 2:
+            jobs = [jb for jb in jobs if any(f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}".startswith(a) for a in argv[2:])]
+        with ThreadPoolExecutor(max_workers=j) as ex:
+            list(ex.map(run_worker, jobs))
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
