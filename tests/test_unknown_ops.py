@@ -134,3 +134,9 @@ def test_json_summaries_and_errors_carry_the_warnings(tmp_path):
     assert r.exit_code == 1 and json.loads(r.stdout)["warnings"] == [msg]
     r = run("shard", SAMPLE, "--json", "-o", tmp_path / "o.ir")  # one command's warnings only
     assert json.loads(r.stderr.strip().splitlines()[-1])["warnings"] == []
+
+
+@pytest.mark.parametrize("name", ["pd_op.c_wait_comm", "pd_op.c_wait_compute", "pd_op.c_gen_nccl_id",
+                                  "pd_op.c_comm_init_all", "pd_op.c_sync_comm_stream_"])
+def test_2024_communicator_ops_are_known(name):
+    assert is_known(name)

@@ -35,7 +35,9 @@ EARLIER = frozenset({
     "pd_op.c_allgather", "pd_op.c_allgather_", "pd_op.c_reducescatter", "pd_op.c_reducescatter_",
     "pd_op.c_broadcast", "pd_op.c_broadcast_", "pd_op.c_scatter", "pd_op.alltoall", "pd_op.alltoall_",
     "pd_op.c_sync_calc_stream", "pd_op.c_sync_calc_stream_", "pd_op.c_sync_comm_stream",
-    "pd_op.c_sync_comm_stream_",
+    "pd_op.c_sync_comm_stream_", "pd_op.c_wait_comm", "pd_op.c_wait_compute",
+    # communicator set-up in 2024 startup programs
+    "pd_op.c_gen_nccl_id", "pd_op.c_comm_init", "pd_op.c_comm_init_all",
 })
 
 
