@@ -7,7 +7,8 @@ skipped), in Paddle's order:
 1. in-place pairs (result i updates operand j: optimizer updates, ``assign_out_``, ``x_`` ops):
    if operand j is a persistable distributed value whose layout differs from the expected one,
    reshard it before the op; after the op reshard the result back to the value's own layout
-   and ``assign_out_`` it into the value, so the persistable parameter keeps its layout;
+   and ``assign_out_`` it into the value, so the persistable parameter keeps its layout (and
+   takes the result's stop_gradient, as Paddle's ``assign_out_``: true after ``sgd_``);
 2. every operand with a non-empty expected layout: reshard it before the op.  A value that is
    itself the result of a reshard is resharded from that reshard's input instead (or the input
    is used directly when it already fits), and the now unused reshard is erased;
@@ -32,7 +33,7 @@ from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
-from .sharding_util import chunk_id_of, dist_of, fail, op_role_attr, persistable
+from .sharding_util import chunk_id_of, dist_of, fail, op_role_attr, persistable, stop_gradient
 
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
 # before partition, distc lets them through
@@ -113,6 +114,7 @@ class _Partitioner:
             cur = InsertPoint.after(op)
             rv1 = self._reshard(cur, result, pd, op)
             self.api(cur, op).assign_out_(rv1, prev, chunk_id_of(op))
+            _take_stop_gradient(prev, stop_gradient(result))
             if old == want_out:
                 continue
             rv2 = rv1
@@ -205,3 +207,15 @@ class PartitionPass(ModulePass):
         p.block(prog.block)
         ctx.stats.reshards_inserted = p.inserted
         ctx.notes.append(f"partition: {p.inserted} dist_op.reshard inserted")
+
+
+def _take_stop_gradient(v: Value, flag: bool) -> None:
+    """Paddle's ``assign_out_(x, out)`` gives ``out`` the stop_gradient of ``x`` (e.g. a parameter
+    updated by ``sgd_``, whose result says true); kept in the defining op's ``stop_gradient`` list."""
+    owner, i = v.owner, getattr(v, "index", None)
+    a = owner.attr("stop_gradient") if owner is not None else None
+    if i is None or not isinstance(a, A.ArrayAttr) or i >= len(a.elements):
+        return
+    el = a.elements[i]
+    if isinstance(el, A.BoolAttr) and el.value != flag:
+        owner.set_attr("stop_gradient", A.ArrayAttr(a.elements[:i] + (A.BoolAttr(flag),) + a.elements[i + 1:]))

@@ -49,7 +49,8 @@ BASE_MESHES = list(MESHES)
 # `sgd` (SGD + global-norm clip, constant LR); `noclip` (AdamW(weight_decay=0, beta1=0.85,
 # beta2=0.99, epsilon=1e-6), no clip, constant LR); `amsgrad` (AdamW(amsgrad=True) + global-norm
 # clip); `clipnorm` (AdamW + ClipGradByNorm(1.0), per tensor), `ampnorm` (the same with
-# strategy.amp as in `amp`); `decay` (AdamW(weight_decay=0.05),
+# strategy.amp as in `amp`), `ampo1` (`amp` at level O1), `ampsgd` (SGD under `amp`; in
+# float16 Paddle fails at stage 0: `_local_shape is only for distdense tensor`); `decay` (AdamW(weight_decay=0.05),
 # apply_decay_param_fun: no decay for the RMSNorm weights, + global-norm clip).  (ClipGradByValue
 # fails in Paddle at stage 0 already: `NotImplementedError`.)  Cases beyond the three meshes: dp2; dp degree 1
 # (mesh [[0,1]] dims dp,mp); dp4 x mp2 (8 ranks); dp x mp with process ids [[0,2],[1,3]];
@@ -92,6 +93,8 @@ MORE = [
     ("clip", "llama_dp4o", ["s0", "s1", "s3"], [4, 6]),
     ("clip", "llama_dp4r", ["s0", "s1", "s3"], None),
     ("ampnorm", "llama_dp4", ["s0", "s1", "s3"], None),
+    ("ampo1", "llama_dp4", ["s0", "s1"], [0, 1]),
+    ("ampsgd", "llama_dp4", ["s0", "s1", "s3"], [0, 1]),
     ("ampnorm", "llama_dp2mp2", ["s0", "s1"], None),
 ]  # ranks None: every rank of the mesh
 
@@ -119,6 +122,7 @@ KEEP = [
     ("ampnorm", "llama_dp4", "s1", [0]), ("ampnorm", "llama_dp4", "s3", [1]),
     ("ampnorm", "llama_dp2mp2", "s1", [2]),
     ("decay", "llama_dp2mp2", "s1", [0]),
+    ("ampo1", "llama_dp4", "s1", [1]), ("ampsgd", "llama_dp4", "s1", [0]), ("ampsgd", "llama_dp4", "s3", [1]),
     ("mlp", "mlp_dp2_adamw", "s1", [0, 1]), ("mlp", "mlp_dp2_adamw", "s3", [0, 1]),
     ("mlp", "mlp_dp4_adamw", "s3", [0, 1, 2, 3]), ("mlp", "mlp_dp2_sgd", "s3", [0, 1]),
     ("mlp", "mlp_dp2mp2_adamw", "s2", [1]), ("mlp", "mlp_dp2mp2_adamw", "s3", [0, 1, 2, 3]),
@@ -248,11 +252,11 @@ def build_and_capture(config, case, stage, snapshot_cb):
         lr = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.01, T_max=10)
     else:
         lr = 0.01
-    if config in ("amp", "ampnorm"):
+    if config in ("amp", "ampnorm", "ampo1", "ampsgd"):
         strategy.amp.enable = True
         strategy.amp.dtype = "bfloat16"
-        strategy.amp.level = "O2"
-    if config == "sgd":
+        strategy.amp.level = "O1" if config == "ampo1" else "O2"
+    if config in ("sgd", "ampsgd"):
         opt = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
     elif config == "amsgrad":
         opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip,
