@@ -345,7 +345,7 @@ def lark_parser() -> Lark:
     opts = dict(
         parser="lalr",
         lexer="contextual",
-        start=["start", "type_list", "attr", "attr_dict"],
+        start=["start", "rest", "rest_ops", "type_list", "attr", "attr_dict"],
         transformer=LeafTransformer(),
         maybe_placeholders=True,
     )

@@ -20,7 +20,7 @@ import re
 from ...ir.core import Program
 from ...ir.style import Style
 from ..diagnostics import DiagnosticError
-from .fast import FastParser, _Fallback
+from .fast import FastParser, _Fallback, _Resume
 from .full import FullParser
 from .names import Builder
 from .programs import normalize_newlines, program_core, program_spans, span_lines
@@ -47,7 +47,7 @@ def parse_programs(text: str, filename: str | None = None, *, fast: bool = True)
     the text back."""
     text, newline = normalize_newlines(text)
     spans = program_spans(text)
-    return [_parse_span(text, s, e, filename, fast, newline) for s, e in spans]
+    return _spans_parsed(text, spans, filename, fast, newline)
 
 
 def parse_program(text: str, filename: str | None = None, index: int | None = None, *, fast: bool = True,
@@ -81,18 +81,42 @@ def _listing(text: str, spans) -> list[str]:
     return [f"program {k}: lines {a}-{b}" for k, (a, b) in enumerate(span_lines(text, cores), 1)]
 
 
-def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, progress=None) -> Program:
-    """The program in ``text[s:e]``, parsed with its own line numbers: the log text before its
-    opening line stands as blank lines while parsing (then becomes its head), the text after its
-    closing line is kept as its tail."""
+def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, progress=None,
+                lines_before: int | None = None) -> Program:
+    """The program in ``text[s:e]`` (the log text before its opening line becomes its head, the
+    text after its closing line its tail), located in the whole file: its line numbers are
+    shifted by the lines before it (``lines_before``: the count up to ``s``, if known)."""
     a, b = program_core(text, s, e)
     if a == 0 and b == len(text):
         return _parse_one(text, filename, fast, progress, newline)
-    pad = text.count("\n", 0, a)
-    prog = _parse_one("\n" * pad + text[a:b], filename, fast, progress, newline)
-    prog.head = text[s:a] + prog.head[pad:]
+    if lines_before is None:
+        lines_before = text.count("\n", 0, s)
+    off = lines_before + text.count("\n", s, a)
+    try:
+        prog = _parse_one(text[a:b], filename, fast, progress, newline)
+    except DiagnosticError as err:
+        if err.line is not None:
+            err.line += off
+            err.source = text
+        raise
+    if off:
+        for op in prog.walk():
+            if op.loc is not None:
+                op.loc = (op.loc[0] + off, op.loc[1])
+    prog.head = text[s:a] + prog.head
     prog.tail += text[b:e]
     return prog
+
+
+def _spans_parsed(text: str, spans, filename, fast: bool, newline: str) -> list[Program]:
+    out = []
+    lines = 0
+    prev = 0
+    for s, e in spans:
+        lines += text.count("\n", prev, s)
+        prev = s
+        out.append(_parse_span(text, s, e, filename, fast, newline, lines_before=lines))
+    return out
 
 
 def _parse_one(text: str, filename, fast: bool, progress, newline: str) -> Program:
@@ -103,6 +127,13 @@ def _parse_one(text: str, filename, fast: bool, progress, newline: str) -> Progr
             _FAST = FastParser()
         try:
             prog = _FAST.parse(text, filename, progress)
+        except _Resume as r:  # the grammar reads on from the line the fast path does not know
+            try:
+                prog = FullParser().resume(text, r)
+            except DiagnosticError as e:
+                raise e.located(filename, text) from None
+            except Exception:  # noqa: BLE001 - the grammar reads the whole text instead
+                prog = None
         except (_Fallback, DiagnosticError, Exception):  # noqa: BLE001 - the grammar decides
             prog = None
     if prog is None:

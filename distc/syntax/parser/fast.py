@@ -23,6 +23,17 @@ class _Fallback(Exception):
     """The fast path cannot read this text; use the grammar."""
 
 
+class _Resume(Exception):
+    """The fast path read the top block up to a line it does not know (a ``pd_op.while``, a block
+    header, a cut or broken line, the end of the text): the grammar reads on from there with the
+    same builder, so a big dump with one odd line (or cut short) is not read twice."""
+
+    def __init__(self, prog, builder, line: int, offset: int, pre: list[str], at_end: bool = False) -> None:
+        super().__init__()
+        self.prog, self.builder, self.line, self.offset, self.pre = prog, builder, line, offset, pre
+        self.at_end = at_end  # no closing line: only the grammar's error is wanted
+
+
 _OP = re.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
     re.S,  # an op line may hold raw newlines inside strings (joined lines)
@@ -186,7 +197,10 @@ class FastParser:
         attr_dict = self.attr_dict
         step = max(1 << 16, n // 100)
         next_report = step
+        last = (i, pos)  # the last top-level op line read: where the grammar resumes at the end
         while pos < n:
+            if not stack:
+                here = (i, pos)
             if progress is not None and pos >= next_report:
                 progress(pos)
                 next_report += step
@@ -203,12 +217,17 @@ class FastParser:
                     span = line.count("\n") + 1
             if m is not None:
                 ind, res, name, oid, opnds, attrs, tin, tout = m
-                op = b.build(
-                    [(r[1:], i + 1, 0) for r in res.split(", ")] if res else [],
-                    name, int(oid) if oid else None,
-                    [(None if o == "<<NULL VALUE>>" else _vname(o), None, i + 1, 0) for o in opnds.split(", ")] if opnds else [],
-                    attr_dict(attrs), types(tin), types(tout or ""), "full", (), i + 1, len(ind) + 1,
-                )
+                try:
+                    op = b.build(
+                        [(_vname(r), i + 1, 0) for r in res.split(", ")] if res else [],
+                        name, int(oid) if oid else None,
+                        [(None if o == "<<NULL VALUE>>" else _vname(o), None, i + 1, 0) for o in opnds.split(", ")] if opnds else [],
+                        attr_dict(attrs), types(tin), types(tout or ""), "full", (), i + 1, len(ind) + 1,
+                    )
+                except Exception:  # noqa: BLE001 - a line it cannot read: the grammar reads on from it
+                    if stack:
+                        raise
+                    raise _Resume(prog, b, *here, pre) from None
                 op.src = line
                 op.indent = ind
                 op.dirty = False
@@ -216,6 +235,8 @@ class FastParser:
                     op.pre = pre
                     pre = []
                 block.append(op)
+                if not stack:
+                    last = here
                 i += span
                 pos = e + 1
                 continue
@@ -226,6 +247,8 @@ class FastParser:
                 continue
             m = REG(line)
             if m is not None:
+                if len(stack) >= 100:
+                    raise _Fallback  # too deep: the grammar says where
                 stack.append((m.groups(), [], block, line, pre, i))
                 pre = []
                 region = Region()
@@ -257,22 +280,34 @@ class FastParser:
                 b.pop()
                 (ind, res, name, oid, opnds, attrs, tout), regions, parent, hline, hpre, hline_no = stack.pop()
                 regions[-1].close_src = line
-                op = b.build(
-                    [(r[1:], hline_no, 0) for r in res.split(", ")] if res else [],
-                    name, int(oid) if oid else None,
-                    [(None if o == "<<NULL VALUE>>" else _vname(o), None, hline_no, 0) for o in opnds.split(", ")] if opnds else [],
-                    attr_dict(attrs), None, types(tout), "results", regions, hline_no, len(ind) + 1,
-                )
+                try:
+                    op = b.build(
+                        [(_vname(r), hline_no, 0) for r in res.split(", ")] if res else [],
+                        name, int(oid) if oid else None,
+                        [(None if o == "<<NULL VALUE>>" else _vname(o), None, hline_no, 0) for o in opnds.split(", ")] if opnds else [],
+                        attr_dict(attrs), None, types(tout), "results", regions, hline_no, len(ind) + 1,
+                    )
+                except Exception:  # noqa: BLE001 - as for an op line
+                    if stack:
+                        raise
+                    raise _Resume(prog, b, *here, hpre) from None
                 op.src = hline
                 op.indent = ind
                 op.dirty = False
                 op.pre = hpre
                 block = parent
                 block.append(op)
+                if not stack:
+                    last = here
                 continue
-            raise _Fallback
+            if stack:
+                raise _Fallback
+            raise _Resume(prog, b, *here, pre)
         else:
-            raise _Fallback  # no closing line
+            if stack:
+                raise _Fallback  # no closing line
+            # cut short after a top-level op: the grammar reads that op on again, to say where
+            raise _Resume(prog, b, *last, pre, at_end=True)
         if stack:
             raise _Fallback
         return prog
@@ -298,8 +333,11 @@ def _joined(text: str, pos: int, e: int, OP):
     return None, e
 
 
+_VALUE = re.compile(r"%[^\s,()\[\]{}<>=:]+")  # the grammar's VALUE
+
+
 def _vname(tok: str) -> str:
-    if not tok.startswith("%") or " " in tok:
+    if _VALUE.fullmatch(tok) is None:
         raise _Fallback
     return tok[1:]
 

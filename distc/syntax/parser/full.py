@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from ...ir.core import Block, Operation, Program, Region
 from ...ir.types import NULL_TYPE
-from .fast import _OP, _TRIVIA, lark_parser
+from ..diagnostics import DiagnosticError
+from .fast import _CLOSE, _ELSE, _OP, _REGION_OP, _TRIVIA, lark_parser
 from .names import Builder
+
+MAX_DEPTH = 100  # regions inside regions: deeper is an error, not a RecursionError
 
 
 class FullParser:
@@ -39,7 +42,35 @@ class FullParser:
             prog.block.append(self._op(b, t, lines))
         close_line = self._close_line(lines)
         prog.tail = "\n".join(lines[close_line - 1:])
-        _attach_trivia(prog, lines, first_line, close_line)
+        _attach_trivia(prog.block.ops, prog, lines, first_line, close_line)
+        return prog
+
+    def resume(self, text: str, r) -> Program | None:
+        """Read on where the fast path stopped (``r``: its :class:`_Resume`), with its builder and
+        program; ``None`` if the grammar reads the whole text after all (it should not)."""
+        from lark import Tree
+
+        from ..grammar import lark_errors
+
+        rest = "\n" * r.line + text[r.offset:]  # the same line numbers as the whole text
+        try:
+            tree = lark_parser().parse(rest, start="rest_ops" if r.prog.block.ops else "rest")
+        except Exception as e:  # noqa: BLE001 - every Lark error becomes a located diagnostic
+            raise lark_errors(e) from None
+        if r.at_end:
+            return None
+        prog, b = r.prog, r.builder
+        lines = rest.split("\n")
+        for c in tree.children:
+            if isinstance(c, Tree) and c.data in ("block_args", "block_kwargs"):
+                self._block_header(b, prog.block, c)
+        new = []
+        for c in tree.children:
+            if isinstance(c, Tree) and c.data in ("op", "op_bare"):
+                new.append(prog.block.append(self._op(b, c, lines)))
+        close_line = self._close_line(lines)
+        prog.tail = "\n".join(lines[close_line - 1:])
+        _attach_trivia(new, prog, lines, r.line, close_line, r.pre)
         return prog
 
     @staticmethod
@@ -118,6 +149,9 @@ class FullParser:
         elif not regions and not inline_args and _OP.fullmatch(text):
             op.src = text  # one op on its line: it prints back as written (e.g. '->' with no space)
             op.dirty = False
+        elif regions and not inline_args and _REGION_OP.fullmatch(text):
+            op.src = text  # a region op's header line, as the fast path keeps it
+            op.dirty = False
         return op
 
     def _region(self, b: Builder, r: Tree, lines) -> Region:
@@ -125,6 +159,11 @@ class FullParser:
         region = Region()
         block = region.add_block(Block())
         b.push()
+        if len(b.scopes) > MAX_DEPTH + 1:  # a program, not a stack overflow, says where
+            first = next((c for c in r.children if isinstance(c, Tree) and c.data in ("op", "op_bare")), None)
+            tok = first.children[1] if first is not None else None
+            raise DiagnosticError(f"regions nested more than {MAX_DEPTH} deep (Paddle nests a few)",
+                                  getattr(tok, "line", None), getattr(tok, "column", None))
         for c in r.children:
             if isinstance(c, Tree) and c.data in ("block_args", "block_kwargs"):
                 self._block_header(b, block, c)
@@ -134,16 +173,34 @@ class FullParser:
         return region
 
 
-def _attach_trivia(prog: Program, lines: list[str], first: int, close: int) -> None:
-    """Give ops the comment and blank lines that stand before them (full path)."""
+def _attach_trivia(top_ops, prog: Program, lines: list[str], first: int, close: int, pre=()) -> None:
+    """Give ops (``top_ops`` and the ops inside them) the comment and blank lines that stand before
+    them (full path), after ``pre`` (trivia the fast path read before the first of them); those
+    before a region's closing line are its block's ``post``, as the fast path reads them."""
     trivia = {k for k in range(first + 1, close) if _TRIVIA.fullmatch(lines[k - 1])}
-    if not trivia:
-        return
-    ops = [op for op in prog.walk() if op.loc]
+    ops = [op for top in top_ops for op in top.walk() if op.loc]
     ops.sort(key=lambda o: o.loc[0])
+    posts: dict[int, list] = {}  # trivia line -> the post list of the region block it closes
+    for op in ops:
+        start = op.loc[0]  # the line before the region's first op: the header or the last '} else {'
+        for region in op.regions:
+            for blk in region.blocks:
+                end = max((o.loc[0] for o in blk.ops for o in o.walk() if o.loc), default=start)
+                k = end + 1
+                blk.post = []
+                while k in trivia:
+                    posts[k] = blk.post
+                    k += 1
+                if k <= len(lines) and (_CLOSE.fullmatch(lines[k - 1]) or _ELSE.fullmatch(lines[k - 1])):
+                    region.close_src = lines[k - 1]  # its closing line as written
+                start = k
+    if not trivia and not pre:
+        return
     prev = first
     for op in ops:
-        op.pre = [lines[k - 1] for k in range(prev + 1, op.loc[0]) if k in trivia]
+        op.pre = [*pre, *(lines[k - 1] for k in range(prev + 1, op.loc[0]) if k in trivia and k not in posts)]
+        pre = ()
         prev = op.loc[0]
-    prog.block.post = [lines[k - 1] for k in range(prev + 1, close) if k in trivia]
-
+    for k in sorted(posts):
+        posts[k].append(lines[k - 1])
+    prog.block.post = [*pre, *(lines[k - 1] for k in range(prev + 1, close) if k in trivia and k not in posts)]
