@@ -83,3 +83,38 @@ def test_paddle_pp_programs_verify_equal(tmp_path, stage):
     r = CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / f"{case}.{stage}.r{{rank}}.after_reshard.ir")])
     assert r.exit_code == 0, r.stderr
     assert "main: EQUAL" in r.stdout and "ranks [0, 1, 2, 3]" in r.stdout
+
+
+def test_pp_startup_per_rank_pattern(tmp_path):
+    """Every rank at once: ``--startup 'F.r{rank}...'`` gives each rank its own startup input
+    (Paddle's ``startup_after_remove`` is per pipeline stage); all equal to Paddle, and proven."""
+    case = "llama_pp2dp2"
+    src = _write(tmp_path, case, "s0", 0, "before_partition")
+    for r in range(4):
+        _write(tmp_path, case, "s0", r, "startup_after_remove")
+    r = CliRunner().invoke(main, ["shard", str(src), "--stage", "1", "--all-ranks", "-q", "--verify",
+                                  "-o", str(tmp_path / "m.r{rank}.ir"),
+                                  "--startup", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"),
+                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
+    assert r.exit_code == 0, r.stderr
+    assert "verify: EQUAL" in r.stderr and "verify startup: not run" in r.stderr
+    for k in range(4):
+        assert canon((tmp_path / f"m.r{k}.ir").read_text()) == canon(L.get("clip", case, "s1", k, "after_reshard", L.PP))
+        assert (tmp_path / f"s.r{k}.ir").read_text() == L.get("clip", case, "s1", k, "startup_final", L.PP)
+
+
+@pytest.mark.parametrize("args", [["--all-ranks", "-o", "m.r{rank}.ir", "--startup-out", "s.r{rank}.ir"],
+                                  ["--rank", "2", "-o", "m.ir", "--startup-out", "s.ir"]])
+def test_pp_other_stage_startup_is_an_error(tmp_path, args):
+    """Stage 0's startup program for a rank of stage 1 (it initialises none of that rank's
+    states): an error naming the rank and the way out, and nothing written (was: rank 2's startup
+    program initialised stage 0's parameters, with a warning only)."""
+    case = "llama_pp2dp2"
+    src = _write(tmp_path, case, "s0", 0, "before_partition")
+    st = _write(tmp_path, case, "s0", 0, "startup_after_remove")
+    args = [str(tmp_path / a) if "." in a else a for a in args]
+    r = CliRunner().invoke(main, ["shard", str(src), "--stage", "1", "-q", "--startup", str(st), *args])
+    assert r.exit_code == 1, r.stderr
+    assert "initialises none of the 44 optimizer states rank 2 reads" in r.stderr
+    assert "{rank}" in r.stderr and "Traceback" not in r.stderr
+    assert not list(tmp_path.glob("m*.ir")) and not list(tmp_path.glob("s.*ir"))

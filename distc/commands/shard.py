@@ -156,6 +156,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         wanted = parse_ranks(rank_list) if rank_list is not None else None
         check_pattern(output, "-o", many, "--all-ranks or --ranks")
         check_pattern(startup_out, "--startup-out", many, "--all-ranks or --ranks")
+        if startup is not None and "{rank}" in startup:  # per-rank startup inputs (pipeline stages)
+            check_pattern(startup, "--startup", True)
         if many:
             check_many(rank, all_ranks, rank_list, output, startup_out)
         else:
@@ -176,25 +178,20 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                     if pat for r in ranks]
         else:
             outs = [("-o", output), ("--startup-out", startup_out)]
-        check_inputs_kept(outs, [main_file, startup])
         if not many:
             rank = 0 if rank is None else rank
             if known and rank not in known:
                 raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
                                       f"{', '.join(map(str, known))})", filename=prog.filename)
+        check_inputs_kept(outs, [main_file] + [startup_path(startup, r) for r in (ranks if many else [rank])])
         check_main(prog, prog.filename or main_file, stage, warn)
+        sprogs = _check_startups(startup, prog, ranks if many else [rank], warn) if startup is not None else {}
         if prove:
-            _prove(main_file, startup, stage, amp, axis, dims, output if many else None, program)
+            _prove(main_file, startup, stage, amp, axis, dims, output if many else None, program, sprogs)
         sh = _prepare(prog, main_file, startup, stage, amp, axis, dims, annotate_only, verify_each)
+        sh.sprogs = sprogs
         if stage >= 1:
             check_sharding_degree(prog, sh.ctx.stats.sharding_axis, dims, prog.filename or main_file, warn)
-        if sh.sprog is not None:
-            assert startup is not None
-            warn_unknown_ops(sh.sprog)
-            try:
-                check_startup(prog, sh.sprog, sh.sprog.filename or startup, warn)
-            except DiagnosticError as e:
-                raise e.located(startup, read_text(startup)) from None
         if many:
             results = run_ranks(sh, ranks, jobs, output, startup_out,
                                 lambda r: _lower(sh, r, annotate_only, dense, verify_each))
@@ -268,6 +265,7 @@ class _Shared:
     sprog: Program | None = None
     notes: list[str] = field(default_factory=list)  # what the shared passes noted
     param_layouts: dict = field(default_factory=dict)  # parameters (stage 3 reshards them in startup)
+    sprogs: dict = field(default_factory=dict)  # rank -> its own startup program (--startup with {rank})
 
 
 @dataclass
@@ -297,10 +295,39 @@ def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, amp
     if not annotate_only:
         _run([REGISTRY["partition"]()], prog, sh.ctx, main_file, verify_each)
         sh.ran.append("partition")
-    if startup is not None:
+    if startup is not None and "{rank}" not in startup:
         sh.sprog = load(startup)
     sh.notes = list(sh.ctx.notes)
     return sh
+
+
+def startup_path(startup: str | None, rank: int) -> str | None:
+    """``--startup`` for one rank: a ``{rank}`` pattern names each rank's own startup program."""
+    return startup.replace("{rank}", str(rank)) if startup is not None else None
+
+
+def _check_startups(startup: str, prog: Program, ranks: list[int], warn) -> dict[int, Program]:
+    """Check that the startup program initialises what each rank reads (the same warning for
+    several ranks is said once, naming them); with a ``{rank}`` pattern, each rank's own startup
+    program, returned (rank -> program)."""
+    import re
+
+    per_rank = "{rank}" in startup
+    sprogs = {r: load(str(startup_path(startup, r))) for r in (ranks if per_rank else ranks[:1])}
+    seen: dict[str, list[int]] = {}
+    for sprog in sprogs.values():
+        warn_unknown_ops(sprog)
+    for r in ranks:
+        sprog = sprogs[r if per_rank else ranks[0]]
+        path = str(startup_path(startup, r))
+        try:
+            check_startup(prog, sprog, sprog.filename or path, lambda m, r=r: seen.setdefault(
+                re.sub(rf"\brank {r} reads\b", "{who} read", m), []).append(r), rank=r)
+        except DiagnosticError as e:
+            raise e.located(path, read_text(path)) from None
+    for m, rs in seen.items():
+        warn(m.replace("{who}", f"rank{'s' * (len(rs) > 1)} {format_ranks(rs)}"))
+    return sprogs if per_rank else {}
 
 
 def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each: bool) -> RankResult:
@@ -325,14 +352,15 @@ def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each
         ran += [p.spec() for p in passes]
     text = str(prog)
     startup_text = None
-    if sh.sprog is not None:
-        assert sh.startup is not None
+    sprog = sh.sprogs.get(rank, sh.sprog)
+    if sprog is not None:
+        path = str(startup_path(sh.startup, rank))
         try:
-            shard_startup(sh.sprog, sh.layouts, rank, ctx, params=sh.param_layouts)
+            shard_startup(sprog, sh.layouts, rank, ctx, params=sh.param_layouts)
         except DiagnosticError as e:
-            raise e.located(sh.sprog.filename or sh.startup, read_text(sh.startup)) from None
-        ran.append(f"shard-startup{{rank={rank}}} (on {sh.startup})")
-        startup_text = str(sh.sprog)
+            raise e.located(sprog.filename or path, read_text(path)) from None
+        ran.append(f"shard-startup{{rank={rank}}} (on {path})")
+        startup_text = str(sprog)
     return RankResult(text, startup_text, colls, ctx.notes[notes0:], ran)
 
 
@@ -366,7 +394,7 @@ def _explain(sh: _Shared, results: dict) -> None:
 
 
 def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str | None, dims: tuple[str, ...],
-           pattern: str | None, program: int | None = None) -> None:
+           pattern: str | None, program: int | None = None, sprogs: dict | None = None) -> None:
     """``--verify``: every rank's program from a fresh copy of MAIN, proven against MAIN."""
     import sys
 
@@ -379,11 +407,15 @@ def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str
         one = _Shared(sh.main_file, sh.prog.clone(), PassContext(), sh.before, sh.after, sh.layouts, [], sh.startup,
                       sh.sprog.clone() if sh.sprog is not None else None)
         one.param_layouts = sh.param_layouts
+        one.sprogs = {rank: sprogs[rank].clone()} if sprogs else {}
         res = _lower(one, rank, False, False, False)
         return res.text, res.startup_text
 
     names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
         (lambda r: f"<rank {r} of {main_file}>")
-    status = verify_built(serial, build, startup=load(startup) if startup else None, names=names)
+    if sprogs:  # each rank's own startup input: no one global-view startup program to prove against
+        err_console().print("verify startup: not run (per-rank startup inputs, --startup with {rank}, have no "
+                             "global-view program); each rank's startup program is built from its own", markup=False)
+    status = verify_built(serial, build, startup=load(startup) if startup and not sprogs else None, names=names)
     if status:
         sys.exit(status)

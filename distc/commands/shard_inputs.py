@@ -40,8 +40,9 @@ def _str_attr(op, key: str) -> str:
     return str(getattr(a, "value", "")) if a is not None else ""
 
 
-def state_names(prog: Program) -> list[str]:
-    """Names of the ``pd_op.data`` values the optimizer ops read as states."""
+def state_names(prog: Program, rank: int | None = None) -> list[str]:
+    """Names of the ``pd_op.data`` values the optimizer ops read as states (``rank``: on a mesh
+    holding that rank)."""
     out: list[str] = []
     for op in prog.walk():
         sig = optimizer_sig(op)
@@ -52,6 +53,9 @@ def state_names(prog: Program) -> list[str]:
             if role in (STATE, BETA_POW, MASTER) and v is not None and v.owner is not None \
                     and v.owner.name == ops.DATA:
                 n = _str_attr(v.owner, "name")
+                d = dist_of(v)
+                if rank is not None and d is not None and d.mesh.process_ids and rank not in d.mesh.process_ids:
+                    continue
                 if n and n not in out:
                     out.append(n)
     return out
@@ -76,25 +80,38 @@ def check_main(prog: Program, path: str, stage: int, warn) -> None:
     warn(f"{path}: warning: {msg}")
 
 
-def check_startup(prog: Program, startup: Program, path: str, warn) -> None:
+def check_startup(prog: Program, startup: Program, path: str, warn, rank: int | None = None) -> None:
+    """``rank``: check what that rank reads (its meshes: pipeline stages have their own states,
+    and Paddle's ``startup_after_remove`` of a rank holds only its own)."""
     opt = _opt_ops(startup)
     if opt:
         raise fail(opt[0], f"--startup holds an optimizer update ('{opt[0].name}'): it is a main program; "
                            "are MAIN and --startup swapped?").located(path, None)
-    states = state_names(prog)
+    states = state_names(prog, rank)
     if not states:
         return
-    given = {_str_attr(op, key) for op in startup.walk() if (key := SINKS.get(op.name))}
+    sinks = [(op, key) for op in startup.walk() if (key := SINKS.get(op.name))]
+    given = {_str_attr(op, key) for op, key in sinks
+             if rank is None or (d := dist_of(op.operand(0))) is None or not d.mesh.process_ids
+             or rank in d.mesh.process_ids}
     missing = [n for n in states if n not in given]
+    every = states if rank is None else state_names(prog)
+    who = "MAIN reads" if states == every else f"rank {rank} reads"  # rank: a pipeline stage's states
     if len(missing) == len(states):
+        other = sorted({str(list(d.mesh.process_ids)) for op, key in sinks
+                        if _str_attr(op, key) in every and (d := dist_of(op.operand(0))) is not None})
+        why = (f"it initialises only states of other ranks (mesh {', '.join(other)}): Paddle's "
+               f"'startup_after_remove' is per rank, and a pipeline stage's holds only that stage's states; "
+               f"give each rank its own (--startup 'FILE{{rank}}...')") if other and rank is not None else (
+               "it was dumped before the optimizer created them (Paddle's 'startup.before'); the startup "
+               "input is the 'startup_after_remove' dump")
         raise DiagnosticError(
-            f"the startup program initialises none of the {len(states)} optimizer states MAIN reads "
-            f"(e.g. '{states[0]}'): it was dumped before the optimizer created them (Paddle's "
-            f"'startup.before'); the startup input is the 'startup_after_remove' dump", filename=path)
+            f"the startup program initialises none of the {len(states)} optimizer states {who} "
+            f"(e.g. '{states[0]}'): {why}", filename=path)
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         warn(f"{path}: warning: the startup program does not initialise {len(missing)} of the "
-             f"{len(states)} optimizer states MAIN reads ({', '.join(repr(m) for m in missing[:3])}{more}); "
+             f"{len(states)} optimizer states {who} ({', '.join(repr(m) for m in missing[:3])}{more}); "
              f"they would start uninitialised")
 
 

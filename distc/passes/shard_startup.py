@@ -103,6 +103,32 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
     return changed
 
 
+def prune_other_ranks(startup: Program, rank: int) -> list[str]:
+    """Drop what the startup program initialises on meshes without ``rank`` (with the ops only it
+    used), as Paddle's RemovePasses prunes the startup program for the rank: a startup program
+    dumped before that pruning (several pipeline stages) then gives each rank its own part.
+    Paddle's own per-rank ``startup_after_remove`` has nothing to drop.  Returns the names dropped."""
+    dropped: list[str] = []
+    for op in list(startup.block.ops):
+        key = SINKS.get(op.name)
+        src = op.operand(0) if key is not None and op.num_operands else None
+        if src is None or not isinstance(src.type, DistTensorType):
+            continue
+        mesh = src.type.dist.mesh
+        if not mesh.process_ids or rank in mesh.process_ids:
+            continue
+        dropped.append(str(getattr(op.attr(key), "value", "")))
+        op.erase()
+        todo = [src.owner] if src.owner is not None else []
+        while todo:
+            o = todo.pop()
+            if o.parent is None or any(r.uses for r in o.results):
+                continue
+            todo += [v.owner for v in o.operands if v is not None and v.owner is not None]
+            o.erase()
+    return dropped
+
+
 def restore_persistable(changed: list[Operation]) -> None:
     for op in changed:
         v = op.operand(0)
@@ -127,6 +153,11 @@ def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], r
     layouts = main if isinstance(main, dict) else persistable_layouts(main)
     if params is None and not isinstance(main, dict):
         params = persistable_layouts(main, params=True)
+    dropped = prune_other_ranks(startup, rank)
+    if dropped:
+        more = f" and {len(dropped) - 3} more" if len(dropped) > 3 else ""
+        ctx.notes.append(f"shard-startup: rank {rank}: {len(dropped)} value(s) of other ranks' meshes not "
+                         f"initialised here ({', '.join(repr(n) for n in dropped[:3])}{more})")
     changed = insert_startup_reshards(startup, layouts, ctx.notes, params)
     ctx.stats.startup_resharded = len(changed)
     if stop == "insert":
