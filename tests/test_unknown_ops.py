@@ -140,3 +140,19 @@ def test_json_summaries_and_errors_carry_the_warnings(tmp_path):
                                   "pd_op.c_comm_init_all", "pd_op.c_sync_comm_stream_"])
 def test_2024_communicator_ops_are_known(name):
     assert is_known(name)
+
+
+def test_many_unknown_names_are_summarised(tmp_path):
+    import re
+
+    text = SAMPLE.read_text()
+    names = sorted(set(re.findall(r'"(pd_op\.[a-z_0-9]+)"', text)))
+    assert len(names) > 12
+    for n in names:
+        text = text.replace(f'"{n}"', f'"{n}zz"')
+    f = tmp_path / "many.ir"
+    f.write_text(text)
+    r = run("opt", f, "-p", "partition")
+    warnings = [ln for ln in r.stderr.splitlines() if ": warning: " in ln]
+    assert len(warnings) == 11
+    assert warnings[-1].startswith(f"{f}: warning: {len(names) - 10} more op names Paddle 3.3.1 does not have: ")
