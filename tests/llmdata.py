@@ -24,7 +24,7 @@ MORE_MESH_DIMS = {"llama_dp2": ("dp",), "llama_dp1mp2": ("dp", "mp"), "llama_dp4
                   "mlp_dp2_adamw": ("dp",), "mlp_dp4_adamw": ("dp",), "mlp_dp2_sgd": ("dp",),
                   "mlp_dp2mp2_adamw": ("dp", "mp"), "mlp15_dp4_adamw": ("dp",), "mlp_dp8_adamw": ("dp",),
                   "mlpb_dp2mp2_adamw": ("dp", "mp")}
-AMP_CONFIGS = ("amp", "ampnorm", "ampo1", "ampsgd")  # built with strategy.amp: distc shard --amp
+AMP_CONFIGS = ("amp", "ampnorm", "ampo1", "ampsgd", "ampams", "ampnoclip")  # built with strategy.amp: distc shard --amp
 MESH_DIMS.update(MORE_MESH_DIMS)
 _NAME = re.compile(r"(\w+)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")
 

@@ -320,11 +320,11 @@ class ShardOptimizerPass(ModulePass):
         ctx.stats.amp = True
         ctx.notes.append("shard-optimizer: AMP optimizer path (" + ("--amp" if self.amp else "detected: ")
                          + "; ".join(why) + "): gradients resharded to the ZeRO layout before the "
-                         "global-norm clip, which sums the norms of the sharded gradients")
+                         "clip (a global-norm clip sums the norms of the sharded gradients), or before the "
+                         "optimizer section without one")
         n = reshard_grads_before_clip(prog, targets, mk)
         if n == 0:
-            ctx.notes.append("shard-optimizer: AMP path: no gradient clip (global-norm or per-tensor); "
-                             "the gradients are resharded at the update as without AMP")
+            ctx.notes.append("shard-optimizer: AMP path: no gradient has a ZeRO layout to reshard to")
         return True
 
     @staticmethod

@@ -66,8 +66,9 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
                               mk: Maker, retype: bool = False) -> int:
     """``targets``: (optimizer op, grad operand index, ZeRO layout of its states).  Insert the
     gradient reshards before the clip and re-infer the clip ops' layouts.  Returns how many
-    gradients were resharded (0: no clip found, nothing done).  A per-tensor clip
-    (``ClipGradByNorm``: ``clip_by_norm``) gets the same reshards, before the first clip op.
+    gradients were resharded (0: none to reshard).  A per-tensor clip (``ClipGradByNorm``:
+    ``clip_by_norm``) gets the same reshards, before the first clip op; without a clip they come
+    before the optimizer section.
 
     ``retype`` (ZeRO-3 without AMP): no reshard op; the gradient's *type* takes the ZeRO layout
     while its producer's op_dist_attr keeps the partial result, so the partition pass lowers the
@@ -84,16 +85,14 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
                 g = clip.operand(0)  # Paddle reshards (stage 3: retypes) the gradient it clips
             if retype and isinstance(g.type if g is not None else None, DistTensorType):
                 g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
-            elif clip is not None and not retype:
-                per_tensor.append((clip, g, want))
+            elif not retype and isinstance(g.type if g is not None else None, DistTensorType):
+                per_tensor.append((clip, opt, gi, g, want))
             continue
         g, mul = found
         norm = next(u for u in g.users if u.name == ops.SQUARED_L2_NORM)
         jobs.append((norm, g, mul, want))
-    if per_tensor:
-        _reshard_before(prog, per_tensor, mk)
     if not jobs:
-        return len(per_tensor)
+        return _reshard_before(prog, per_tensor, mk)
     order = {id(op): i for i, op in enumerate(prog.block.ops)}
     jobs.sort(key=lambda j: order.get(id(j[0]), 0))
     cur = InsertPoint.before(jobs[0][0])
@@ -121,14 +120,26 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
     return len(jobs)
 
 
-def _reshard_before(prog: Program, jobs: list[tuple[Operation, Value, TensorDistAttr]], mk: Maker) -> None:
-    """A per-tensor clip under AMP: every gradient resharded to its ZeRO layout just before the
-    first clip op, in the order of the clips; each clip keeps its own (replicated) layout."""
+def _reshard_before(prog: Program, jobs: list, mk: Maker) -> int:
+    """No global-norm clip under AMP: every gradient resharded to its ZeRO layout in one run, in
+    the order of the updates, before the first per-tensor clip op (``clip_by_norm``, which keeps its
+    own replicated layout), or without any clip before the optimizer section (the first op of
+    role 2); each clip or update then reads the resharded gradient.  Returns how many."""
+    if not jobs:
+        return 0
+    jobs = [j for j in jobs if j[0] is not None] or jobs
     order = {id(op): i for i, op in enumerate(prog.block.ops)}
-    jobs.sort(key=lambda j: order.get(id(j[0]), 0))
-    cur = InsertPoint.before(jobs[0][0])
-    for clip, g, want in jobs:
-        clip.set_operand(0, PaddleAPI(mk.style, cur, op_role=op_role_attr(clip)).reshard(g, want))
+    first = min((op for op in prog.block.ops if getattr(op.attr("op_role"), "value", None) == 2),
+                key=lambda op: order[id(op)], default=None)
+    jobs.sort(key=lambda j: order.get(id(j[0] if j[0] is not None else j[1]), 0))
+    anchor = jobs[0][0] if jobs[0][0] is not None else first
+    if anchor is None:
+        return 0
+    cur = InsertPoint.before(anchor)
+    for clip, opt, gi, g, want in jobs:
+        user, i = (clip, 0) if clip is not None else (opt, gi)
+        user.set_operand(i, PaddleAPI(mk.style, cur, op_role=op_role_attr(user)).reshard(g, want))
+    return len(jobs)
 
 
 def _set_result(op: Operation, i: int, d: TensorDistAttr, mk: Maker) -> None:

@@ -48,17 +48,17 @@ BASE_MESHES = list(MESHES)
 # More configurations (`--more`): (config, case, stages, ranks).  Configs beyond clip/amp:
 # `sgd` (SGD + global-norm clip, constant LR); `noclip` (AdamW(weight_decay=0, beta1=0.85,
 # beta2=0.99, epsilon=1e-6), no clip, constant LR); `amsgrad` (AdamW(amsgrad=True) + global-norm
-# clip); `clipnorm` (AdamW + ClipGradByNorm(1.0), per tensor), `ampnorm` (the same with
-# strategy.amp as in `amp`), `ampo1` (`amp` at level O1), `ampsgd` (SGD under `amp`; in
-# float16 Paddle fails at stage 0: `_local_shape is only for distdense tensor`); `decay` (AdamW(weight_decay=0.05),
-# apply_decay_param_fun: no decay for the RMSNorm weights, + global-norm clip).  (ClipGradByValue
-# fails in Paddle at stage 0 already: `NotImplementedError`.)  Cases beyond the three meshes: dp2; dp degree 1
-# (mesh [[0,1]] dims dp,mp); dp4 x mp2 (8 ranks); dp x mp with process ids [[0,2],[1,3]];
-# llama62 (vocab 62: the embedding's first dim does not divide by 4); llama_vp (vocab-parallel
-# embedding, Shard(0) over mp); a 3-D mesh dp x mp x x (nothing sharded over x); dp4 on ranks
-# 4-7 (llama_dp4o) and on ids [3,2,1,0] (llama_dp4r).  (mp x dp, dp the second
-# mesh dim, fails in Paddle's completion at stage 0 already: `Multiple Tensor Axes [a,k] is
-# sharded by same mesh dimension [0]`.)
+# clip); `clipnorm` (AdamW + ClipGradByNorm(1.0), per tensor); `decay` (AdamW(weight_decay=0.05),
+# apply_decay_param_fun: no decay for the RMSNorm weights, + global-norm clip); under strategy.amp
+# as in `amp`: `ampnorm` (clipnorm), `ampsgd` (sgd), `ampams` (amsgrad), `ampnoclip` (noclip),
+# `ampo1` (amp at level O1).  Paddle fails at stage 0 already with ClipGradByValue
+# (`NotImplementedError`) and with AMP in float16 (`_local_shape is only for distdense tensor`).
+# Cases beyond the three meshes: dp2; dp degree 1 (mesh [[0,1]] dims dp,mp); dp4 x mp2 (8 ranks);
+# dp x mp with process ids [[0,2],[1,3]]; llama62 (vocab 62: the embedding's first dim does not
+# divide by 4); llama_vp (vocab-parallel embedding, Shard(0) over mp); a 3-D mesh dp x mp x x
+# (nothing sharded over x); dp4 on ranks 4-7 (llama_dp4o) and on ids [3,2,1,0] (llama_dp4r).
+# (mp x dp, dp the second mesh dim, fails in Paddle's completion at stage 0 already: `Multiple
+# Tensor Axes [a,k] is sharded by same mesh dimension [0]`.)
 MESHES.update({
     "llama_dp2": ([0, 1], ["dp"]),
     "llama_dp1mp2": ([[0, 1]], ["dp", "mp"]),
@@ -95,6 +95,9 @@ MORE = [
     ("ampnorm", "llama_dp4", ["s0", "s1", "s3"], None),
     ("ampo1", "llama_dp4", ["s0", "s1"], [0, 1]),
     ("ampsgd", "llama_dp4", ["s0", "s1", "s3"], [0, 1]),
+    ("ampsgd", "llama_dp2mp2", ["s0", "s1"], [0, 3]),
+    ("ampams", "llama_dp4", ["s0", "s1"], [0, 1]),
+    ("ampnoclip", "llama_dp4", ["s0", "s1", "s3"], [0, 1]),
     ("ampnorm", "llama_dp2mp2", ["s0", "s1"], None),
 ]  # ranks None: every rank of the mesh
 
@@ -123,6 +126,8 @@ KEEP = [
     ("ampnorm", "llama_dp2mp2", "s1", [2]),
     ("decay", "llama_dp2mp2", "s1", [0]),
     ("ampo1", "llama_dp4", "s1", [1]), ("ampsgd", "llama_dp4", "s1", [0]), ("ampsgd", "llama_dp4", "s3", [1]),
+    ("ampsgd", "llama_dp2mp2", "s1", [3]), ("ampams", "llama_dp4", "s1", [1]),
+    ("ampnoclip", "llama_dp4", "s1", [0]), ("ampnoclip", "llama_dp4", "s3", [1]),
     ("mlp", "mlp_dp2_adamw", "s1", [0, 1]), ("mlp", "mlp_dp2_adamw", "s3", [0, 1]),
     ("mlp", "mlp_dp4_adamw", "s3", [0, 1, 2, 3]), ("mlp", "mlp_dp2_sgd", "s3", [0, 1]),
     ("mlp", "mlp_dp2mp2_adamw", "s2", [1]), ("mlp", "mlp_dp2mp2_adamw", "s3", [0, 1, 2, 3]),
@@ -252,13 +257,13 @@ def build_and_capture(config, case, stage, snapshot_cb):
         lr = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.01, T_max=10)
     else:
         lr = 0.01
-    if config in ("amp", "ampnorm", "ampo1", "ampsgd"):
+    if config in ("amp", "ampnorm", "ampo1", "ampsgd", "ampams", "ampnoclip"):
         strategy.amp.enable = True
         strategy.amp.dtype = "bfloat16"
         strategy.amp.level = "O1" if config == "ampo1" else "O2"
     if config in ("sgd", "ampsgd"):
         opt = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
-    elif config == "amsgrad":
+    elif config in ("amsgrad", "ampams"):
         opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip,
                                      amsgrad=True)
     elif config in ("clipnorm", "ampnorm"):
@@ -268,7 +273,7 @@ def build_and_capture(config, case, stage, snapshot_cb):
         opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip,
                                      weight_decay=0.05,
                                      apply_decay_param_fun=lambda n: not n.startswith("create_parameter"))
-    elif config == "noclip":
+    elif config in ("noclip", "ampnoclip"):
         opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), weight_decay=0.0,
                                      beta1=0.85, beta2=0.99, epsilon=1e-6)
     else:

@@ -74,10 +74,10 @@ NEW_CASES = {
 # `--more` (gen_llm.py's store, see its --pack): stages 2 and 3 of the MLP, meshes dp2 and dp8
 MORE_CASES = {
     "mlp_dp2_adamw": C([0, 1], ["dp"], ranks=(0, 1), stages=("s0", "s1", "s3")),
-    "mlp_dp4_adamw": C([0, 1, 2, 3], ["dp"], ranks=(0, 1, 2, 3), stages=("s2", "s3")),
-    "mlp_dp2_sgd": C([0, 1], ["dp"], opt="sgd", ranks=(0, 1), stages=("s3",)),
-    "mlp_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3), stages=("s2", "s3")),
-    "mlp15_dp4_adamw": C([0, 1, 2, 3], ["dp"], widths=(15, 30, 15), ranks=(0, 1, 3), stages=("s3",)),
+    "mlp_dp4_adamw": C([0, 1, 2, 3], ["dp"], ranks=(0, 1, 2, 3), stages=("s0", "s2", "s3")),
+    "mlp_dp2_sgd": C([0, 1], ["dp"], opt="sgd", ranks=(0, 1), stages=("s0", "s3")),
+    "mlp_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3), stages=("s0", "s2", "s3")),
+    "mlp15_dp4_adamw": C([0, 1, 2, 3], ["dp"], widths=(15, 30, 15), ranks=(0, 1, 3), stages=("s0", "s3")),
     # the column-parallel Linear's bias sharded over mp too (1-D: ZeRO has no other axis for it)
     "mlpb_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3),
                            stages=("s0", "s1", "s3"), bias_mp=True),
