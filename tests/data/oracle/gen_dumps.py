@@ -785,6 +785,48 @@ def engine_pipeline():
             _write(f"engine_pipeline.r0.job{k}.ir", str(plan.ir_program(job.type())))
 
 
+# ------------------------------------------------------------------------------ round 3
+@case
+def amp_o2_train():
+    import paddle
+
+    main, startup = _progs()
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("x", [4, 8], "float32")
+        y = paddle.nn.Linear(8, 8)(paddle.nn.LayerNorm(8)(x))
+        loss = paddle.mean(paddle.nn.functional.silu(y))
+        opt = paddle.static.amp.decorate(paddle.optimizer.AdamW(0.01, multi_precision=True), level="O2",
+                                         dtype="bfloat16", init_loss_scaling=1024.0, use_dynamic_loss_scaling=True)
+        with paddle.static.amp.fp16_guard():
+            pass
+        opt.minimize(loss)
+    _write("amp_o2_train.ir", str(main))
+
+
+@case
+def lstm_to_static():
+    import paddle
+
+    paddle.disable_static()
+    paddle.seed(0)
+    net = paddle.nn.Sequential(paddle.nn.LSTM(4, 3, num_layers=1), )
+
+    class M(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.rnn = paddle.nn.GRU(4, 3)
+            self.att = paddle.nn.MultiHeadAttention(3, 1)
+
+        def forward(self, x):
+            h, _ = self.rnn(x)
+            return self.att(h, h, h)
+
+    m = paddle.jit.to_static(M(), input_spec=[paddle.static.InputSpec([2, 5, 4], "float32", "seq")],
+                             full_graph=True)
+    _write("lstm_to_static.ir", str(m.forward.concrete_program.main_program))
+    del net
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--case":
         CASES[sys.argv[2]]()
