@@ -80,9 +80,21 @@ def test_paddle_pp_programs_verify_equal(tmp_path, stage):
     for r in range(4):
         _write(tmp_path, case, stage, r, "after_reshard")
     serial = _write(tmp_path, case, stage, 0, "before_partition")
-    r = CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / f"{case}.{stage}.r{{rank}}.after_reshard.ir")])
+    for r in range(4):
+        _write(tmp_path, case, stage, r, "startup_after_remove")
+        _write(tmp_path, case, stage, r, "startup_final")
+    pat = str(tmp_path / f"{case}.{stage}.r{{rank}}.")
+    r = CliRunner().invoke(main, ["verify", str(serial), "--ranks", pat + "after_reshard.ir",
+                                  "--startup", pat + "startup_after_remove.ir", "--startup-ranks", pat + "startup_final.ir"])
     assert r.exit_code == 0, r.stderr
     assert "main: EQUAL" in r.stdout and "ranks [0, 1, 2, 3]" in r.stdout
+    # each rank's startup program against its own serial one (a {rank} pattern): 4 proofs
+    assert r.stdout.count(": EQUAL") == 5 and "ranks [2]): EQUAL" in r.stdout
+    # one stage's startup as the serial startup: the other stage's values are not compared, and said
+    r = CliRunner().invoke(main, ["verify", str(serial), "--ranks", pat + "after_reshard.ir",
+                                  "--startup", pat.replace("{rank}", "0") + "startup_after_remove.ir",
+                                  "--startup-ranks", pat + "startup_final.ir"])
+    assert "not in the serial startup program, not compared" in r.stdout and "rank(s) [2, 3]" in r.stdout
 
 
 def test_pp_startup_per_rank_pattern(tmp_path):
@@ -97,7 +109,7 @@ def test_pp_startup_per_rank_pattern(tmp_path):
                                   "--startup", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"),
                                   "--startup-out", str(tmp_path / "s.r{rank}.ir")])
     assert r.exit_code == 0, r.stderr
-    assert "verify: EQUAL" in r.stderr and "verify startup: not run" in r.stderr
+    assert "verify: EQUAL" in r.stderr and "verify startup (rank 3): EQUAL" in r.stderr
     for k in range(4):
         assert canon((tmp_path / f"m.r{k}.ir").read_text()) == canon(L.get("clip", case, "s1", k, "after_reshard", L.PP))
         assert (tmp_path / f"s.r{k}.ir").read_text() == L.get("clip", case, "s1", k, "startup_final", L.PP)

@@ -413,9 +413,8 @@ def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str
 
     names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
         (lambda r: f"<rank {r} of {main_file}>")
-    if sprogs:  # each rank's own startup input: no one global-view startup program to prove against
-        err_console().print("verify startup: not run (per-rank startup inputs, --startup with {rank}, have no "
-                             "global-view program); each rank's startup program is built from its own", markup=False)
-    status = verify_built(serial, build, startup=load(startup) if startup and not sprogs else None, names=names)
+    # per-rank startup inputs (--startup with {rank}): each rank's is proven against its own input
+    serial_startup = {r: p.clone() for r, p in sprogs.items()} if sprogs else load(startup) if startup else None
+    status = verify_built(serial, build, startup=serial_startup, names=names)
     if status:
         sys.exit(status)

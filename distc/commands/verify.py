@@ -107,7 +107,8 @@ def _pattern(ctx, param, value):
 @click.argument("serial", metavar="SERIAL")
 @click.option("--ranks", "pattern", required=True, callback=_pattern,
               help="the per-rank programs, a path with {rank} (e.g. out/main.r{rank}.ir)")
-@click.option("--startup", default=None, help="the serial startup program, verified against --startup-ranks")
+@click.option("--startup", default=None, help="the serial startup program, verified against --startup-ranks "
+              "(with {rank}: each rank's own, e.g. a pipeline stage's)")
 @click.option("--startup-ranks", default=None, callback=_pattern, help="the per-rank startup programs ({rank})")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
 @click.option("--rtol", type=click.FloatRange(min=0), default=1e-6, show_default=True, help="relative tolerance")
@@ -133,16 +134,24 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
         progs = load_ranks(pattern, ranks)
         reports = [("main", run_verify(sprog, progs, seed=seed, rtol=rtol, atol=atol))]
         if startup is not None:
-            st = load(startup)
-            check_serial(st, need_dist=False)
             sprogs = {r: load(startup_ranks.replace("{rank}", str(r))) for r in ranks}
-            reports.append(("startup", run_verify(st, sprogs, seed=seed, rtol=rtol, atol=atol, label="startup",
-                                                  layouts=program_layouts(progs))))
+            # a {rank} pattern: each rank's own serial startup program (Paddle's startup_after_remove
+            # is per pipeline stage); ranks whose serial file is the same one are proven together
+            groups: dict[str, list[int]] = {}
+            for r in ranks:
+                groups.setdefault(startup.replace("{rank}", str(r)), []).append(r)
+            for path, rs in groups.items():
+                st = load(path)
+                check_serial(st, need_dist=False)
+                label = "startup" if len(groups) == 1 else f"startup ({path}, ranks {rs})"
+                reports.append((label, run_verify(st, {r: sprogs[r] for r in rs}, seed=seed, rtol=rtol, atol=atol,
+                                                  label="startup", layouts=program_layouts(progs))))
         status = report_out(reports, as_json)
     sys.exit(status)
 
 
-def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]], *, startup: Program | None = None,
+def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]], *,
+                 startup: Program | Mapping[int, Program] | None = None,
                  names: Callable[[int], str] = lambda r: f"<rank {r}>", seed: int = 0, rtol: float = 1e-6,
                  atol: float = 1e-8) -> int:
     """``shard --verify`` / ``reshard --verify``: ``build(rank)`` gives a rank's printed program
@@ -158,7 +167,12 @@ def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]]
         if stext is not None:
             sprogs[r] = parse(stext, names(r) + " (startup)")
     reports = [("verify", run_verify(serial, progs, seed=seed, rtol=rtol, atol=atol))]
-    if startup is not None:
+    if isinstance(startup, Program):
         reports.append(("verify startup", run_verify(startup, sprogs, seed=seed, rtol=rtol, atol=atol,
                                                      label="startup", layouts=program_layouts(progs))))
+    elif startup:  # rank -> its own serial startup program (a pipeline stage's)
+        for r, st in sorted(startup.items()):
+            reports.append((f"verify startup (rank {r})", run_verify(st, {r: sprogs[r]}, seed=seed, rtol=rtol,
+                                                                     atol=atol, label="startup",
+                                                                     layouts=program_layouts(progs))))
     return report_out(reports, False, err=True)
