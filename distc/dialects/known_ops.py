@@ -76,8 +76,12 @@ def suggestion(name: str) -> str | None:
 def unknown_ops(prog: Program) -> dict[str, list[Operation]]:
     """The ops of ``prog`` with a name Paddle does not know, by name, in program order."""
     out: dict[str, list[Operation]] = {}
+    seen: dict[str, bool] = {}  # a program has few distinct names
     for op in prog.walk():
-        if not is_known(op.name):
+        ok = seen.get(op.name)
+        if ok is None:
+            ok = seen[op.name] = is_known(op.name)
+        if not ok:
             out.setdefault(op.name, []).append(op)
     return out
 
