@@ -102,14 +102,19 @@ def test_dp_degree_one_warns(tmp_path):
     assert out.exit_code == 0 and "warning" not in out.output
 
 
+def _verify_paddle(tmp_path, config, case, stage):
+    """``distc verify`` of Paddle's own after_reshard programs (ranks 0-3) against its serial one."""
+    serial = L.write(tmp_path, config, case, stage, 0, "before_partition")
+    for r in range(4):
+        (tmp_path / f"paddle.r{r}.ir").write_text(L.get(config, case, stage, r, "after_reshard"))
+    return CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / "paddle.r{rank}.ir")])
+
+
 def test_stage3_forward_relaid_by_paddle(tmp_path):
     """The pinned difference: Paddle's stage-3 programs (every rank) and distc's both equal the
     serial step, and they differ."""
     config, case = "mlp", "mlpb_dp2mp2_adamw"
-    serial = L.write(tmp_path, config, case, "s3", 0, "before_partition")
-    for r in range(4):
-        (tmp_path / f"paddle.r{r}.ir").write_text(L.get(config, case, "s3", r, "after_reshard"))
-    out = CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / "paddle.r{rank}.ir")])
+    out = _verify_paddle(tmp_path, config, case, "s3")
     assert out.exit_code == 0 and "EQUAL" in out.output, out.output
     out = _shard_verify(tmp_path, config, case, 3)
     assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output
@@ -132,10 +137,7 @@ def test_unordered_mesh(tmp_path):
                 PassManager([REGISTRY["shard-optimizer"](stage=1)]).run(prog, ctx)  # type: ignore[call-arg]
             PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=r, paddle=True)]).run(prog, ctx)  # type: ignore[call-arg]
             assert canon(str(prog)) == canon(L.get(config, case, stage, r, "after_reshard")), (stage, r)
-    serial = L.write(tmp_path, config, case, "s1", 0, "before_partition")
-    for r in range(4):
-        (tmp_path / f"paddle.r{r}.ir").write_text(L.get(config, case, "s1", r, "after_reshard"))
-    out = CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / "paddle.r{rank}.ir")])
+    out = _verify_paddle(tmp_path, config, case, "s1")
     assert out.exit_code == 1 and "DIVERGED" in out.output, out.output
     out = _shard_verify(tmp_path, config, case, 1)
     assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output
