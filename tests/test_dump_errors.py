@@ -93,3 +93,11 @@ def test_thousands_of_programs_in_a_log_are_located_in_the_file():
     with pytest.raises(DiagnosticError) as e:
         parse_programs(bad, "log")
     assert e.value.line == text.count("\n") - 2 and e.value.message == "use of undefined value %7"
+
+
+def test_a_banner_may_hold_parentheses():
+    # 'IR (after lowering) = {' opens a program like 'IR after lowering = {'; a region op's line does not
+    one = (DATA / "oracle/dumps/print_program.log").read_text()
+    text = "I1201 06:00:00.1 1 pass.cc:1] IR (after lowering) = " + one + "V1201 (x) = " + one
+    progs = parse_programs(text)
+    assert [len(p.block.ops) for p in progs] == [2, 2] and "".join(map(str, progs)) == text

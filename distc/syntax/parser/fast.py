@@ -183,7 +183,7 @@ class FastParser:
             raise _Fallback
         first = text[m.start():e]
         stripped = first.rstrip(" \t")
-        if not stripped.endswith("{") or "{" in stripped[:-1] or "(" in stripped[:-1]:
+        if not stripped.endswith("{") or "{" in stripped[:-1] or stripped.lstrip().startswith("("):
             raise _Fallback
         prog.head = text[:e + 1]
         i = text.count("\n", 0, e) + 1  # 0-based number of the current line

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
-_OPENER = re.compile(r"^[^{(\n]*\{[ \t]*$", re.M)
+_OPENER = re.compile(r"^(?![ \t]*\()[^{\n]*\{[ \t]*$", re.M)  # not an op line ending in '{' (a region op)
 _OPISH = re.compile(r'[ \t]*(?:\([^()\n]*\) = "|\^|\})')
 
 
@@ -24,11 +24,6 @@ def normalize_newlines(text: str) -> tuple[str, str]:
     if "\r\n" in text and text.count("\n") == text.count("\r\n"):
         return text.replace("\r\n", "\n"), "\r\n"
     return text, "\n"
-
-
-def opens_program(line: str) -> bool:
-    s = line.rstrip(" \t")
-    return s.endswith("{") and "{" not in s[:-1] and "(" not in s[:-1]
 
 
 def _next_content(text: str, pos: int) -> int:
