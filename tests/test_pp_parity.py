@@ -2,7 +2,9 @@
 embedding and layer 0 on stage 0, layer 1, norm and head on stage 1, the activations moved with
 ``dist.reshard``), ZeRO stages 0 and 1, printed by Paddle 3.3.1 (``tests/data/oracle/pp``, made by
 gen_pp.py): pp2 x dp2 (stage meshes ``[0,1]`` and ``[2,3]``, every rank) and pp2 x dp2 x mp2
-(``[[0,1],[2,3]]`` and ``[[4,5],[6,7]]``, ranks 0, 3, 4, 7).
+(``[[0,1],[2,3]]`` and ``[[4,5],[6,7]]``, ranks 0, 3, 4, 7); AMP (``--amp``) stage 1 on pp2 x dp2
+ranks 0 and 3: each stage's partial squared norms go to stage 0 partial as they are (Paddle's
+re-inferred cross-mesh reshard).  Paddle crashes at stage 3; distc's program is proven.
 
 distc from Paddle's stage-0 ``before_partition`` (and each rank's ``startup_after_remove``) gives
 Paddle's ``before_partition`` (stage 1), ``after_reshard``, ``dense`` and ``startup_final`` for
@@ -38,12 +40,31 @@ def cases() -> list[tuple[str, str, str, int]]:
 
 def test_pp_data_complete():
     got = cases()
-    assert len(got) == 16  # 2 meshes x 2 stages x 4 ranks
-    assert {(c[1], c[2]) for c in got} == {(m, s) for m in DIMS for s in ("s0", "s1")}
+    assert len(got) == 18  # 2 meshes x 2 stages x 4 ranks, and AMP stage 1 on ranks 0 and 3 (--more)
+    assert {(c[1], c[2]) for c in got if c[0] == "clip"} == {(m, s) for m in DIMS for s in ("s0", "s1")}
+    assert [c for c in got if c[0] == "amp"] == [("amp", "llama_pp2dp2", "s1", 0), ("amp", "llama_pp2dp2", "s1", 3)]
     for config, case, stage, rank in got:
         for snap in ("before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final"):
             assert L.has(config, case, stage, rank, snap, L.PP)
+    # Paddle crashes at stage 3 (ShardingStage3's eager parameter reshard, on every rank)
+    for r in range(4):
+        assert L.text(f"clip/llama_pp2dp2.s3.r{r}.error.txt", L.PP).startswith("CRASH: FatalError: `Segmentation fault`")
 
+
+def test_pp_stage3_where_paddle_crashes(tmp_path):
+    """Stage 3 on pp2 x dp2: Paddle segfaults; distc's programs (main and per-rank startup) are
+    proven on every rank."""
+    case = "llama_pp2dp2"
+    src = _write(tmp_path, case, "s0", 0, "before_partition")
+    for r in range(4):
+        _write(tmp_path, case, "s0", r, "startup_after_remove")
+    r = CliRunner().invoke(main, ["shard", str(src), "--stage", "3", "--all-ranks", "-q", "--verify",
+                                  "-o", str(tmp_path / "m.r{rank}.ir"),
+                                  "--startup", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"),
+                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
+    assert r.exit_code == 0, r.stderr
+    assert "verify: EQUAL" in r.stderr and r.stderr.count("): EQUAL") == 4
+    assert "pd_op.all_gather" in (tmp_path / "m.r2.ir").read_text()
 
 @pytest.mark.parametrize("config,case,stage,rank", [pytest.param(*c, id=f"{c[1]}.{c[2]}.r{c[3]}") for c in cases()])
 def test_pp_parity(config, case, stage, rank):

@@ -109,7 +109,7 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
                     op.set_operand(i, r)
         _norm(norm, want, mk)
         _same_as_operand0(mul, want, mk)
-        for u in norm.result.users:
+        for u in _through_cross_mesh(norm, mk):
             if u.name == ops.COMBINE:
                 _combine(u)
                 for s in u.result.users:
@@ -156,6 +156,27 @@ def _norm(op: Operation, src: TensorDistAttr, mk: Maker) -> None:
     if d is not None:
         op.dist_attr = d.with_(operands=(mk.restyle(src.with_(partial=())),), results=(mk.restyle(res),))
     _set_result(op, 0, res, mk)
+
+
+def _through_cross_mesh(norm: Operation, mk: Maker) -> list[Operation]:
+    """The norm's users, looking through the ``dist_op.reshard`` that moves it to another mesh
+    (pipeline stages: each stage's squared norms go to the first stage's mesh): that reshard
+    now carries the partial norm as it is (partial on the destination mesh too, as Paddle
+    re-infers it), and the combine after it is the user."""
+    out: list[Operation] = []
+    src = dist_of(norm.result)
+    for u in norm.result.users:
+        dst = dist_of(u.results[0]) if u.name == ops.RESHARD and u.results else None
+        if src is None or dst is None or dst.mesh == src.mesh:
+            out.append(u)
+            continue
+        res = mk.tensor_dist(dst.mesh, dst.dims_mapping, [(m, "SUM") for m in src.partial_dims])
+        d = u.dist_attr
+        if d is not None:
+            u.dist_attr = d.with_(operands=(mk.restyle(src),), results=(mk.restyle(res),))
+        _set_result(u, 0, res, mk)
+        out += list(u.results[0].users)
+    return out
 
 
 def _same_as_operand0(op: Operation, src: TensorDistAttr, mk: Maker) -> None:

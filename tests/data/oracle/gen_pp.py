@@ -16,8 +16,10 @@ after_reshard, dense, startup_after_remove, startup_final) or clip/CASE.sN.rR.er
 
 Usage (/work/paddle/bin/python):
   python gen_pp.py --out DIR [-j N] [--all-ranks] [FILTER...]   # FILTER: CONFIG/CASE.sN[.rR] prefixes;
-                                                # --all-ranks: every rank of the mesh, not JOBS's
+                                                # --all-ranks: every rank of the mesh, not JOBS's;
+                                                # --more: the MORE table (stage 3, AMP) instead of JOBS
   python gen_pp.py --pack DIR DEST                # DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
+  python gen_pp.py --pack-more DIR DEST           # the KEEP subset of a --more output into DEST
   python gen_pp.py --unpack DEST OUT
 
 Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
@@ -42,6 +44,33 @@ JOBS = [  # (config, case, stages, ranks)
     ("clip", "llama_pp2dp2", ["s0", "s1"], [0, 1, 2, 3]),
     ("clip", "llama_pp2dp2mp2", ["s0", "s1"], [0, 3, 4, 7]),
 ]
+MORE = [  # --more: stage 3, AMP (strategy.amp bfloat16 O2, as gen_llm.py's `amp`)
+    ("clip", "llama_pp2dp2", ["s3"], [0, 1, 2, 3]),
+    ("amp", "llama_pp2dp2", ["s0", "s1"], [0, 1, 2, 3]),
+]
+# what of the --more output is stored (--pack-more): (config, case, stage, ranks), each with its
+# rank's stage-0 inputs (before_partition, startup_after_remove); Paddle's errors kept as they are
+KEEP = [("amp", "llama_pp2dp2", "s1", [0, 3]), ("clip", "llama_pp2dp2", "s3", [0, 1, 2, 3])]
+
+
+def select_more(src, out):
+    import re
+    import shutil
+    n = 0
+    for c in sorted(os.listdir(src)):
+        for f in sorted(os.listdir(os.path.join(src, c))):
+            m = re.match(r"(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$", f)
+            if not m:
+                continue
+            case, stage, r, snap = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+            kept = any((c, case) == k[:2] and r in k[3] and (stage == k[2] or (
+                stage == "s0" and snap in ("before_partition", "startup_after_remove"))) for k in KEEP)
+            if kept:
+                os.makedirs(os.path.join(out, c), exist_ok=True)
+                shutil.copyfile(os.path.join(src, c, f), os.path.join(out, c, f))
+                n += 1
+    print(f"{n} files selected", flush=True)
+
 
 
 def ranks_of(case):
@@ -161,13 +190,21 @@ def build_and_capture(config, case, stage, snapshot_cb):
     clip = paddle.nn.ClipGradByGlobalNorm(1.0)
     lr = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.01, T_max=10)
     opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
+    strategy = dist.Strategy()
+    if config == "amp":
+        lr = 0.01
+        opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(), grad_clip=clip)
+        strategy.amp.enable = True
+        strategy.amp.dtype = "bfloat16"
+        strategy.amp.level = "O2"
     if stage == "s0":
         opt = dist.shard_optimizer(opt)
     else:
-        opt = dist.shard_optimizer(opt, dist.ShardingStage1("dp", mesh))
+        fn = {"s1": dist.ShardingStage1, "s3": dist.ShardingStage3}[stage]
+        opt = dist.shard_optimizer(opt, fn("dp", mesh))
     loader = paddle.io.DataLoader(DS(4 * BATCH), batch_size=BATCH)
     dloader = dist.shard_dataloader(loader, meshes=stages, shard_dims="dp")
-    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=dist.Strategy())
+    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy)
 
 
 def worker(config, case, stage, rank, outdir):
@@ -204,7 +241,9 @@ def run_worker(job):
     if p.returncode != 0:
         print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
         with open(os.path.join(outdir, config, f"{case}.{stage}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
-            f.write("CRASH: " + (p.stdout.strip().splitlines() or ["?"])[-1] + "\n")
+            lines = p.stdout.strip().splitlines() or ["?"]
+            fatal = [ln.strip() for ln in lines if ln.strip().startswith("FatalError:")]
+            f.write("CRASH: " + (fatal or lines)[-1] + "\n")
     else:
         print("  done", tag, flush=True)
 
@@ -221,13 +260,20 @@ def main(argv):
     if argv[:1] == ["--pack"]:
         pack(argv[1], argv[2])
         return 0
+    if argv[:1] == ["--pack-more"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            select_more(argv[1], tmp)
+            pack(tmp, argv[2])
+        return 0
     if argv[:1] == ["--unpack"]:
         unpack(argv[1], argv[2])
         return 0
     if argv[:1] == ["--out"]:
         every = "--all-ranks" in argv  # every rank of the mesh, not only JOBS's (for distc verify)
-        argv = [a for a in argv if a != "--all-ranks"]
-        jobs = [(c, case, s, r, argv[1]) for c, case, ss, rs in JOBS for s in ss
+        table = MORE if "--more" in argv else JOBS
+        argv = [a for a in argv if a not in ("--all-ranks", "--more")]
+        jobs = [(c, case, s, r, argv[1]) for c, case, ss, rs in table for s in ss
                 for r in (ranks_of(case) if every else rs)]
         if len(argv) > 2:
             jobs = [jb for jb in jobs if any(f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}".startswith(a) for a in argv[2:])]
