@@ -79,6 +79,8 @@ MORE = [
     ("clip", "llama_dp2mp2p", STAGES, None),
     ("clip", "llama62_dp4", STAGES, None),
     ("amp", "llama_dp2", STAGES, None),
+    ("amp", "llama_dp4mp2", ["s0", "s1"], [0, 5]),
+    ("amp", "llama_dp2mp2p", ["s0", "s1"], [1, 2]),
     ("sgd", "llama_dp4", STAGES, None),
     ("sgd", "llama_dp2mp2", STAGES, None),
     ("noclip", "llama_dp2mp2", STAGES, None),
