@@ -101,3 +101,10 @@ def test_a_banner_may_hold_parentheses():
     text = "I1201 06:00:00.1 1 pass.cc:1] IR (after lowering) = " + one + "V1201 (x) = " + one
     progs = parse_programs(text)
     assert [len(p.block.ops) for p in progs] == [2, 2] and "".join(map(str, progs)) == text
+
+
+@pytest.mark.parametrize("text", ["", "\n", "I1201 06:00:00.1 1 a.cc:1] nothing printed\n"])
+def test_a_file_without_a_program_says_so(text):
+    with pytest.raises(DiagnosticError) as e:
+        parse(text, "log")
+    assert e.value.message.startswith("no PIR program here") and (e.value.line, e.value.col) == (1, 1)

@@ -87,6 +87,9 @@ def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, p
     text after its closing line its tail), located in the whole file: its line numbers are
     shifted by the lines before it (``lines_before``: the count up to ``s``, if known)."""
     a, b = program_core(text, s, e)
+    if a == s and text.find("{", s, e) < 0:
+        raise DiagnosticError("no PIR program here: a program is a line ending in '{', its ops and a '}' line",
+                              text.count("\n", 0, s) + 1, 1, filename=filename, source=text)
     if a == 0 and b == len(text):
         return _parse_one(text, filename, fast, progress, newline)
     if lines_before is None:
