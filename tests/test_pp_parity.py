@@ -51,18 +51,23 @@ def test_pp_data_complete():
         assert L.text(f"clip/llama_pp2dp2.s3.r{r}.error.txt", L.PP).startswith("CRASH: FatalError: `Segmentation fault`")
 
 
+def _shard_all(tmp_path, stage: str, startup: str):
+    """``distc shard --all-ranks --verify`` on pp2 x dp2 (Paddle's stage-0 input) with STARTUP."""
+    src = _write(tmp_path, "llama_pp2dp2", "s0", 0, "before_partition")
+    r = CliRunner().invoke(main, ["shard", str(src), "--stage", stage, "--all-ranks", "-q", "--verify",
+                                  "-o", str(tmp_path / "m.r{rank}.ir"), "--startup", startup,
+                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
+    assert r.exit_code == 0, r.stderr
+    return r
+
+
 def test_pp_stage3_where_paddle_crashes(tmp_path):
     """Stage 3 on pp2 x dp2: Paddle segfaults; distc's programs (main and per-rank startup) are
     proven on every rank."""
     case = "llama_pp2dp2"
-    src = _write(tmp_path, case, "s0", 0, "before_partition")
     for r in range(4):
         _write(tmp_path, case, "s0", r, "startup_after_remove")
-    r = CliRunner().invoke(main, ["shard", str(src), "--stage", "3", "--all-ranks", "-q", "--verify",
-                                  "-o", str(tmp_path / "m.r{rank}.ir"),
-                                  "--startup", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"),
-                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
-    assert r.exit_code == 0, r.stderr
+    r = _shard_all(tmp_path, "3", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"))
     assert "verify: EQUAL" in r.stderr and r.stderr.count("): EQUAL") == 4
     assert "pd_op.all_gather" in (tmp_path / "m.r2.ir").read_text()
 
@@ -122,14 +127,9 @@ def test_pp_startup_per_rank_pattern(tmp_path):
     """Every rank at once: ``--startup 'F.r{rank}...'`` gives each rank its own startup input
     (Paddle's ``startup_after_remove`` is per pipeline stage); all equal to Paddle, and proven."""
     case = "llama_pp2dp2"
-    src = _write(tmp_path, case, "s0", 0, "before_partition")
     for r in range(4):
         _write(tmp_path, case, "s0", r, "startup_after_remove")
-    r = CliRunner().invoke(main, ["shard", str(src), "--stage", "1", "--all-ranks", "-q", "--verify",
-                                  "-o", str(tmp_path / "m.r{rank}.ir"),
-                                  "--startup", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"),
-                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
-    assert r.exit_code == 0, r.stderr
+    r = _shard_all(tmp_path, "1", str(tmp_path / f"{case}.s0.r{{rank}}.startup_after_remove.ir"))
     assert "verify: EQUAL" in r.stderr and "verify startup (rank 3): EQUAL" in r.stderr
     for k in range(4):
         assert canon((tmp_path / f"m.r{k}.ir").read_text()) == canon(L.get("clip", case, "s1", k, "after_reshard", L.PP))
@@ -151,3 +151,15 @@ def test_pp_other_stage_startup_is_an_error(tmp_path, args):
     assert "initialises none of the 44 optimizer states rank 2 reads" in r.stderr
     assert "{rank}" in r.stderr and "Traceback" not in r.stderr
     assert not list(tmp_path.glob("m*.ir")) and not list(tmp_path.glob("s.*ir"))
+
+
+@pytest.mark.parametrize("stage", ["0", "1"])
+def test_pp_one_startup_of_every_stage(tmp_path, stage):
+    """Paddle's startup program before RemovePasses (every stage's values, the same on every rank)
+    as the one startup input: each rank keeps its own part (on-mesh by type, dense values by the
+    main program's name), byte for byte Paddle's ``startup_final``, and proven."""
+    st = _write(tmp_path, "llama_pp2dp2", "s0", 0, "startup_before_remove")
+    r = _shard_all(tmp_path, stage, str(st))
+    assert "verify startup: EQUAL" in r.stderr
+    for k in range(4):
+        assert (tmp_path / f"s.r{k}.ir").read_text() == L.get("clip", "llama_pp2dp2", f"s{stage}", k, "startup_final", L.PP)

@@ -266,6 +266,7 @@ class _Shared:
     notes: list[str] = field(default_factory=list)  # what the shared passes noted
     param_layouts: dict = field(default_factory=dict)  # parameters (stage 3 reshards them in startup)
     sprogs: dict = field(default_factory=dict)  # rank -> its own startup program (--startup with {rank})
+    owners: dict = field(default_factory=dict)  # name -> ranks holding it (startup values of other ranks dropped)
 
 
 @dataclass
@@ -282,7 +283,7 @@ def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, amp
              dims: tuple[str, ...], annotate_only: bool, verify_each: bool) -> _Shared:
     """Shard-optimizer and partition (and parse the startup program): the rank-independent work."""
     from ..passes.base import REGISTRY
-    from ..passes.shard_startup import persistable_layouts
+    from ..passes.shard_startup import persistable_layouts, persistable_ranks
 
     sh = _Shared(main_file, prog, PassContext(), optimizer_operands(prog), [], {}, [], startup)
     if stage >= 1:
@@ -292,6 +293,7 @@ def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, amp
     sh.after = optimizer_operands(prog)
     sh.layouts = persistable_layouts(prog)
     sh.param_layouts = persistable_layouts(prog, params=True)
+    sh.owners = persistable_ranks(prog)
     if not annotate_only:
         _run([REGISTRY["partition"]()], prog, sh.ctx, main_file, verify_each)
         sh.ran.append("partition")
@@ -356,7 +358,7 @@ def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each
     if sprog is not None:
         path = str(startup_path(sh.startup, rank))
         try:
-            shard_startup(sprog, sh.layouts, rank, ctx, params=sh.param_layouts)
+            shard_startup(sprog, sh.layouts, rank, ctx, params=sh.param_layouts, owners=sh.owners)
         except DiagnosticError as e:
             raise e.located(sprog.filename or path, read_text(path)) from None
         ran.append(f"shard-startup{{rank={rank}}} (on {path})")
@@ -406,7 +408,7 @@ def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str
     def build(rank: int) -> tuple[str, str | None]:
         one = _Shared(sh.main_file, sh.prog.clone(), PassContext(), sh.before, sh.after, sh.layouts, [], sh.startup,
                       sh.sprog.clone() if sh.sprog is not None else None)
-        one.param_layouts = sh.param_layouts
+        one.param_layouts, one.owners = sh.param_layouts, sh.owners
         one.sprogs = {rank: sprogs[rank].clone()} if sprogs else {}
         res = _lower(one, rank, False, False, False)
         return res.text, res.startup_text

@@ -103,21 +103,39 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
     return changed
 
 
-def prune_other_ranks(startup: Program, rank: int) -> list[str]:
+def persistable_ranks(main: Program) -> dict[str, frozenset[int]]:
+    """name -> the ranks of every mesh the main program's ``pd_op.data`` / ``builtin.parameter``
+    of that name lives on (a name can be on several: each pipeline stage has its learning rate)."""
+    out: dict[str, frozenset[int]] = {}
+    for op in main.block.ops:
+        key = "name" if op.name == ops.DATA else "parameter_name" if op.name == ops.PARAMETER else None
+        t = op.results[0].type if key and op.results else None
+        if key and isinstance(t, DistTensorType) and op.attr(key) is not None:
+            name = str(op.attr(key).value)  # type: ignore[union-attr]
+            out[name] = out.get(name, frozenset()) | frozenset(t.dist.mesh.process_ids)
+    return out
+
+
+def prune_other_ranks(startup: Program, rank: int, owners: dict[str, frozenset[int]] | None = None) -> list[str]:
     """Drop what the startup program initialises on meshes without ``rank`` (with the ops only it
     used), as Paddle's RemovePasses prunes the startup program for the rank: a startup program
-    dumped before that pruning (several pipeline stages) then gives each rank its own part.
+    dumped before that pruning (several pipeline stages) then gives each rank its own part.  A
+    dense value goes by its name (``owners``: ``persistable_ranks`` of the main program).
     Paddle's own per-rank ``startup_after_remove`` has nothing to drop.  Returns the names dropped."""
     dropped: list[str] = []
     for op in list(startup.block.ops):
         key = SINKS.get(op.name)
         src = op.operand(0) if key is not None and op.num_operands else None
-        if src is None or not isinstance(src.type, DistTensorType):
+        if src is None:
             continue
-        mesh = src.type.dist.mesh
-        if not mesh.process_ids or rank in mesh.process_ids:
+        name = str(getattr(op.attr(key), "value", ""))
+        if isinstance(src.type, DistTensorType):
+            ids = frozenset(src.type.dist.mesh.process_ids)
+        else:
+            ids = (owners or {}).get(name, frozenset())
+        if not ids or rank in ids:
             continue
-        dropped.append(str(getattr(op.attr(key), "value", "")))
+        dropped.append(name)
         op.erase()
         todo = [src.owner] if src.owner is not None else []
         while todo:
@@ -149,11 +167,14 @@ def run_reshard(prog: Program, rank: int, ctx: PassContext) -> None:
 
 def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], rank: int,
                   ctx: PassContext, stop: str = "final",
-                  params: dict[str, DistTensorType] | None = None) -> None:
+                  params: dict[str, DistTensorType] | None = None,
+                  owners: dict[str, frozenset[int]] | None = None) -> None:
     layouts = main if isinstance(main, dict) else persistable_layouts(main)
     if params is None and not isinstance(main, dict):
         params = persistable_layouts(main, params=True)
-    dropped = prune_other_ranks(startup, rank)
+    if owners is None and not isinstance(main, dict):
+        owners = persistable_ranks(main)
+    dropped = prune_other_ranks(startup, rank, owners)
     if dropped:
         more = f" and {len(dropped) - 3} more" if len(dropped) > 3 else ""
         ctx.notes.append(f"shard-startup: rank {rank}: {len(dropped)} value(s) of other ranks' meshes not "

@@ -204,6 +204,16 @@ def build_and_capture(config, case, stage, snapshot_cb):
         opt = dist.shard_optimizer(opt, fn("dp", mesh))
     loader = paddle.io.DataLoader(DS(4 * BATCH), batch_size=BATCH)
     dloader = dist.shard_dataloader(loader, meshes=stages, shard_dims="dp")
+    # the startup program before RemovePasses prunes it for the rank (every stage's values): extra
+    # snapshot `startup_before_remove` (run_engine wraps whatever apply_all is when it starts)
+    from paddle.distributed.auto_parallel.static import pir_pass
+    orig_remove = pir_pass.RemovePasses.apply_all
+
+    def remove(program, startup, *a, **k):
+        snapshot_cb("startup_before_remove", startup)
+        return orig_remove(program, startup, *a, **k)
+
+    pir_pass.RemovePasses.apply_all = staticmethod(remove)
     run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy)
 
 
@@ -224,7 +234,7 @@ def worker(config, case, stage, rank, outdir):
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
             f.write(msg + "\n")
         return
-    for s in SNAPSHOTS:
+    for s in SNAPSHOTS + ["startup_before_remove"]:
         t = got[s]
         with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
             f.write(t if t.endswith("\n") else t + "\n")
