@@ -80,3 +80,16 @@ def test_minus_zero_stays_minus_zero():
     assert "value:-0}" in text
     (prog,) = parse_programs(text)
     assert print_program(prog, canonical=True) == text
+
+
+def test_reshard_on_a_3d_mesh_dump_equals_paddle():
+    """dist_mesh3d.ir: [R,S0,S1] -> [S2,R,P:max] -> [R,R,R] on a 2x2x2 mesh, lowered for rank 0 as
+    Paddle did (its concat rule prints a Partial(MAX) input as replicated)."""
+    import distc
+    from distc.analysis.diff import diff_programs
+    from distc.passes.reshard import lower_program
+
+    prog = distc.parse((DUMPS / "dist_mesh3d.ir").read_text(), "dist_mesh3d.ir")
+    lower_program(prog, 0, paddle_only=True)
+    paddle = gzip.decompress((DUMPS / "dist_mesh3d.r0.after_reshard.ir.gz").read_bytes()).decode()
+    assert diff_programs(distc.parse(paddle, "paddle"), distc.parse(str(prog), "distc")).equal

@@ -52,6 +52,16 @@ def concat(dms: list[tuple[int, ...]], axis: int):
     return [tuple(merged)] * len(dms), tuple(merged)
 
 
+# the partial reduce types concat's rule keeps on its inputs (Paddle 3.3.1 prints a Partial(MAX)
+# input of concat as replicated, SUM and AVG as partial: tests/data/oracle/reshard m22pk_*, m222pk_*)
+CONCAT_KEEPS_PARTIAL = frozenset({"SUM", "AVG"})
+
+
+def concat_input_partial(partial) -> tuple[tuple[int, str], ...]:
+    """The partial dims concat's rule keeps on an input (pairs ``(mesh dim, reduce)``)."""
+    return tuple((m, r) for m, r in partial if r in CONCAT_KEEPS_PARTIAL)
+
+
 # ------------------------------------------------------------------------------------- reshape
 # Paddle's reshape rule describes every output dim as a transformation of input dims:
 # ("in", i) -- input dim i; ("flat", [i, j, ...]) -- several input dims merged;

@@ -392,7 +392,8 @@ class PaddleAPI:
         elems = list(vec.type.elements)
         req, out = spmd.concat([e.dist.dims_mapping for e in elems], axis)
         first = elems[0].dist
-        rins = VecDistAttr(tuple(self.tattr(e.dist.mesh, r, e.dist.printed_partial) for e, r in zip(elems, req)))
+        rins = VecDistAttr(tuple(self.tattr(e.dist.mesh, r, spmd.concat_input_partial(e.dist.printed_partial))
+                                 for e, r in zip(elems, req)))
         shape = list(elems[0].shape)
         shape[axis] = sum(e.shape[axis] for e in elems)
         rout = self.tattr(first.mesh, spmd.even_only(out, shape, first.mesh.shape))

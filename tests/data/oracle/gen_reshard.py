@@ -124,8 +124,19 @@ def offset_cases():
     return out
 
 
+def partial_kinds_cases():
+    """Partial(MAX/AVG) next to a shard: the nd-mesh path splits and concatenates a value still
+    partial over another mesh dim (which dist attr do split and concat keep?)."""
+    pairs = [("PmaxS1", "RR"), ("PavgS1", "RR"), ("S1Pmax", "RR"), ("S0Pavg", "RR"), ("PmaxS1", "S0R"),
+             ("RPmax", "S1R")]
+    out = [case(f"m22pk_{a}_to_{b}", M22, a, M22, b, (8, 12), (0, 3)) for a, b in pairs]
+    out.append(case("m222pk_S2RPmax_to_RRR", M222, "S2RPmax", M222, "RRR", (8, 12, 4), (0, 5)))
+    return out
+
+
 GROUPS = {
     "corpus": corpus_cases,
+    "partial_kinds": partial_kinds_cases,
     "uneven1d": uneven1d_cases,
     "uneven2d": uneven2d_cases,
     "mesh3d": mesh3d_cases,
