@@ -219,9 +219,9 @@ class FastParser:
                 ind, res, name, oid, opnds, attrs, tin, tout = m
                 try:
                     op = b.build(
-                        [(_vname(r), i + 1, 0) for r in res.split(", ")] if res else [],
+                        [(r[1:], i + 1, 0) for r in _tokens(_RESULTS, res)] if res else [],
                         name, int(oid) if oid else None,
-                        [(None if o == "<<NULL VALUE>>" else _vname(o), None, i + 1, 0) for o in opnds.split(", ")] if opnds else [],
+                        [(None if o == "<<NULL VALUE>>" else o[1:], None, i + 1, 0) for o in _tokens(_OPERANDS, opnds)] if opnds else [],
                         attr_dict(attrs), types(tin), types(tout or ""), "full", (), i + 1, len(ind) + 1,
                     )
                 except Exception:  # noqa: BLE001 - a line it cannot read: the grammar reads on from it
@@ -282,9 +282,9 @@ class FastParser:
                 regions[-1].close_src = line
                 try:
                     op = b.build(
-                        [(_vname(r), hline_no, 0) for r in res.split(", ")] if res else [],
+                        [(r[1:], hline_no, 0) for r in _tokens(_RESULTS, res)] if res else [],
                         name, int(oid) if oid else None,
-                        [(None if o == "<<NULL VALUE>>" else _vname(o), None, hline_no, 0) for o in opnds.split(", ")] if opnds else [],
+                        [(None if o == "<<NULL VALUE>>" else o[1:], None, hline_no, 0) for o in _tokens(_OPERANDS, opnds)] if opnds else [],
                         attr_dict(attrs), None, types(tout), "results", regions, hline_no, len(ind) + 1,
                     )
                 except Exception:  # noqa: BLE001 - as for an op line
@@ -333,11 +333,13 @@ def _joined(text: str, pos: int, e: int, OP):
     return None, e
 
 
-_VALUE = re.compile(r"%[^\s,()\[\]{}<>=:]+")  # the grammar's VALUE
+_V = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
+_RESULTS = re.compile(f"{_V}(?:, {_V})*")  # one check for the whole list, not one per value
+_OPERANDS = re.compile(f"(?:{_V}|<<NULL VALUE>>)(?:, (?:{_V}|<<NULL VALUE>>))*")
 
 
-def _vname(tok: str) -> str:
-    if _VALUE.fullmatch(tok) is None:
+def _tokens(pattern: re.Pattern, text: str) -> list[str]:
+    if pattern.fullmatch(text) is None:
         raise _Fallback
-    return tok[1:]
+    return text.split(", ")
 
