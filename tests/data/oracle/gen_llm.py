@@ -153,9 +153,10 @@ def ranks_of(case):
 
 # ----------------------------------------------------------------------------- capture
 
-def build_and_capture(config, case, stage, snapshot_cb):
-    """Build the LLaMA model through Paddle's pipeline; snapshot_cb(name, program) at each
-    snapshot. PADDLE_TRAINER_ID must be set before paddle is imported."""
+def llama_layers(place, vocab):
+    """The decoder's layers (gen_pp.py builds its stages from them too), in a process that has
+    imported paddle: ``RMSNorm(mesh)``, ``Block(mesh)`` put their parameters on ``mesh`` with
+    ``place(shard_dim)``; ``linear(mesh, in, out, shard_dim)``; the loss; a dataset of ``vocab``."""
     import math
 
     import numpy as np
@@ -163,48 +164,33 @@ def build_and_capture(config, case, stage, snapshot_cb):
     import paddle.distributed as dist
     import paddle.nn.functional as F
 
-    from gen_stage1 import run_engine  # the same engine steps and snapshots as stage1/
-
-    paddle.seed(2024)
-    np.random.seed(2024)
-    ids, dims = MESHES[case]
-    vocab = CASE_VOCAB.get(case, VOCAB)
-    mesh = dist.ProcessMesh(ids, dim_names=dims)
-    has_mp = "mp" in dims
-
-    def place(shard_dim=None):
-        pl = [dist.Replicate() for _ in dims]
-        if has_mp and shard_dim is not None:
-            pl[dims.index("mp")] = dist.Shard(shard_dim)
-        return pl
-
-    def linear(i, o, shard_dim):
+    def linear(m, i, o, shard_dim):
         lin = paddle.nn.Linear(i, o, bias_attr=False)
-        lin.weight = dist.shard_tensor(lin.weight, mesh, place(shard_dim))
+        lin.weight = dist.shard_tensor(lin.weight, m, place(shard_dim))
         return lin
 
     class RMSNorm(paddle.nn.Layer):
-        def __init__(self):
+        def __init__(self, m):
             super().__init__()
             self.weight = self.create_parameter([HIDDEN], default_initializer=paddle.nn.initializer.Constant(1.0))
-            self.weight = dist.shard_tensor(self.weight, mesh, place())
+            self.weight = dist.shard_tensor(self.weight, m, place())
 
         def forward(self, x):
             v = (x * x).mean(-1, keepdim=True)
             return x * paddle.rsqrt(v + 1e-6) * self.weight
 
     class Block(paddle.nn.Layer):
-        def __init__(self):
+        def __init__(self, m):
             super().__init__()
-            self.ln1 = RMSNorm()
-            self.ln2 = RMSNorm()
-            self.q = linear(HIDDEN, HIDDEN, 1)
-            self.k = linear(HIDDEN, HIDDEN, 1)
-            self.v = linear(HIDDEN, HIDDEN, 1)
-            self.o = linear(HIDDEN, HIDDEN, 0)
-            self.gate = linear(HIDDEN, FFN, 1)
-            self.up = linear(HIDDEN, FFN, 1)
-            self.down = linear(FFN, HIDDEN, 0)
+            self.ln1 = RMSNorm(m)
+            self.ln2 = RMSNorm(m)
+            self.q = linear(m, HIDDEN, HIDDEN, 1)
+            self.k = linear(m, HIDDEN, HIDDEN, 1)
+            self.v = linear(m, HIDDEN, HIDDEN, 1)
+            self.o = linear(m, HIDDEN, HIDDEN, 0)
+            self.gate = linear(m, HIDDEN, FFN, 1)
+            self.up = linear(m, HIDDEN, FFN, 1)
+            self.down = linear(m, FFN, HIDDEN, 0)
 
         def forward(self, h):
             x = self.ln1(h)
@@ -222,21 +208,6 @@ def build_and_capture(config, case, stage, snapshot_cb):
             x = self.ln2(h)
             return h + self.down(F.silu(self.gate(x)) * self.up(x))
 
-    class LLaMA(paddle.nn.Layer):
-        def __init__(self):
-            super().__init__()
-            self.embed = paddle.nn.Embedding(vocab, HIDDEN)
-            self.embed.weight = dist.shard_tensor(self.embed.weight, mesh, place(CASE_EMBED_SHARD.get(case, 1)))
-            self.blocks = paddle.nn.LayerList([Block() for _ in range(LAYERS)])
-            self.norm = RMSNorm()
-            self.head = linear(HIDDEN, vocab, 1)
-
-        def forward(self, ids):
-            h = self.embed(ids)
-            for b in self.blocks:
-                h = b(h)
-            return self.head(self.norm(h))
-
     class Loss(paddle.nn.Layer):
         def forward(self, logits, label):
             return F.cross_entropy(logits, label).mean()
@@ -251,6 +222,48 @@ def build_and_capture(config, case, stage, snapshot_cb):
 
         def __len__(self):
             return len(self.x)
+
+    return RMSNorm, Block, Loss, DS, linear
+
+
+def build_and_capture(config, case, stage, snapshot_cb):
+    """Build the LLaMA model through Paddle's pipeline; snapshot_cb(name, program) at each
+    snapshot. PADDLE_TRAINER_ID must be set before paddle is imported."""
+    import numpy as np
+    import paddle
+    import paddle.distributed as dist
+
+    from gen_stage1 import run_engine  # the same engine steps and snapshots as stage1/
+
+    paddle.seed(2024)
+    np.random.seed(2024)
+    ids, dims = MESHES[case]
+    vocab = CASE_VOCAB.get(case, VOCAB)
+    mesh = dist.ProcessMesh(ids, dim_names=dims)
+    has_mp = "mp" in dims
+
+    def place(shard_dim=None):
+        pl = [dist.Replicate() for _ in dims]
+        if has_mp and shard_dim is not None:
+            pl[dims.index("mp")] = dist.Shard(shard_dim)
+        return pl
+
+    RMSNorm, Block, Loss, DS, linear = llama_layers(place, vocab)
+
+    class LLaMA(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.embed = paddle.nn.Embedding(vocab, HIDDEN)
+            self.embed.weight = dist.shard_tensor(self.embed.weight, mesh, place(CASE_EMBED_SHARD.get(case, 1)))
+            self.blocks = paddle.nn.LayerList([Block(mesh) for _ in range(LAYERS)])
+            self.norm = RMSNorm(mesh)
+            self.head = linear(mesh, HIDDEN, vocab, 1)
+
+        def forward(self, ids):
+            h = self.embed(ids)
+            for b in self.blocks:
+                h = b(h)
+            return self.head(self.norm(h))
 
     model = LLaMA()
     clip = paddle.nn.ClipGradByGlobalNorm(1.0)

@@ -25,7 +25,6 @@ Usage (/work/paddle/bin/python):
 Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
 PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
 """
-import math
 import os
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen_llm import BATCH, FFN, HEADS, HIDDEN, SEQ, SNAPSHOTS, VOCAB, _last_line, pack, unpack  # noqa: E402
+from gen_llm import BATCH, HIDDEN, SNAPSHOTS, VOCAB, _last_line, llama_layers, pack, unpack  # noqa: E402
 
 LAYERS = 2  # one decoder layer per pipeline stage
 MESHES = {
@@ -84,7 +83,6 @@ def build_and_capture(config, case, stage, snapshot_cb):
     import numpy as np
     import paddle
     import paddle.distributed as dist
-    import paddle.nn.functional as F
 
     from gen_stage1 import run_engine
 
@@ -107,49 +105,7 @@ def build_and_capture(config, case, stage, snapshot_cb):
         pl[sdims.index("dp")] = dist.Shard(0)
         return pl
 
-    def linear(m, i, o, shard_dim):
-        lin = paddle.nn.Linear(i, o, bias_attr=False)
-        lin.weight = dist.shard_tensor(lin.weight, m, place(shard_dim))
-        return lin
-
-    class RMSNorm(paddle.nn.Layer):
-        def __init__(self, m):
-            super().__init__()
-            self.weight = self.create_parameter([HIDDEN], default_initializer=paddle.nn.initializer.Constant(1.0))
-            self.weight = dist.shard_tensor(self.weight, m, place())
-
-        def forward(self, x):
-            v = (x * x).mean(-1, keepdim=True)
-            return x * paddle.rsqrt(v + 1e-6) * self.weight
-
-    class Block(paddle.nn.Layer):
-        def __init__(self, m):
-            super().__init__()
-            self.ln1 = RMSNorm(m)
-            self.ln2 = RMSNorm(m)
-            self.q = linear(m, HIDDEN, HIDDEN, 1)
-            self.k = linear(m, HIDDEN, HIDDEN, 1)
-            self.v = linear(m, HIDDEN, HIDDEN, 1)
-            self.o = linear(m, HIDDEN, HIDDEN, 0)
-            self.gate = linear(m, HIDDEN, FFN, 1)
-            self.up = linear(m, HIDDEN, FFN, 1)
-            self.down = linear(m, FFN, HIDDEN, 0)
-
-        def forward(self, h):
-            x = self.ln1(h)
-            hd = HIDDEN // HEADS
-
-            def heads(t):
-                return paddle.transpose(paddle.reshape(t, [0, 0, HEADS, hd]), [0, 2, 1, 3])
-
-            q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
-            s = paddle.matmul(q, k, transpose_y=True) * (1.0 / math.sqrt(hd))
-            mask = paddle.triu(paddle.full([SEQ, SEQ], -10000.0, dtype="float32"), 1)
-            p = F.softmax(s + mask, axis=-1)
-            a = paddle.reshape(paddle.transpose(paddle.matmul(p, v), [0, 2, 1, 3]), [0, 0, HIDDEN])
-            h = h + self.o(a)
-            x = self.ln2(h)
-            return h + self.down(F.silu(self.gate(x)) * self.up(x))
+    RMSNorm, Block, Loss, DS, linear = llama_layers(place, VOCAB)
 
     def stage_of(i):
         return 0 if i < LAYERS // 2 else 1
@@ -170,21 +126,6 @@ def build_and_capture(config, case, stage, snapshot_cb):
                     h = dist.reshard(h, stages[stage_of(i)], act())
                 h = b(h)
             return self.head(self.norm(h))
-
-    class Loss(paddle.nn.Layer):
-        def forward(self, logits, label):
-            return F.cross_entropy(logits, label).mean()
-
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.randint(0, VOCAB, (n, SEQ)).astype("int64")
-            self.y = np.random.randint(0, VOCAB, (n, SEQ)).astype("int64")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
 
     model = LLaMA()
     clip = paddle.nn.ClipGradByGlobalNorm(1.0)
