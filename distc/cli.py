@@ -166,16 +166,13 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
 
 def _check_ranks(passes, prog) -> None:
     """A pass's ``rank`` option names a rank of the program's meshes (as ``--rank`` does)."""
-    from .analysis.cost import program_ranks
+    from .analysis.cost import require_rank
 
     known = None
     for p in passes:
         r = getattr(p, "rank", None)
         if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
-            known = program_ranks(prog) if known is None else known
-            if known and r not in known:
-                raise DiagnosticError(f"{p.spec()}: rank {r} is in none of the program's meshes (ranks "
-                                      f"{', '.join(map(str, known))})", filename=prog.filename)
+            known = require_rank(prog, r, known=known, prefix=f"{p.spec()}: ")
 
 
 def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx) -> None:

@@ -15,6 +15,7 @@ from ..dialects.collectives import (  # noqa: F401 (bytes_moved, Collective: re-
     BROADCAST, COLLECTIVE_OPS, RECV, SEND, Collective, bytes_moved,
 )
 from ..ir.types import DistTensorType
+from ..syntax.diagnostics import DiagnosticError
 
 
 def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> list[Collective]:
@@ -85,3 +86,14 @@ def program_ranks(prog) -> list[int]:
             if isinstance(r.type, DistTensorType):
                 meshes[id(r.type.dist.mesh)] = r.type.dist.mesh
     return sorted({p for m in meshes.values() for p in m.process_ids})
+
+
+def require_rank(prog, rank: int, *, known: list[int] | None = None, prefix: str = "", hint: str = "",
+                 filename: str | None = None) -> list[int]:
+    """``rank`` is a process of one of the program's meshes (every command's ``--rank``, a pass's
+    ``rank=``), else a diagnostic naming the ranks there are; the program's ranks."""
+    known = program_ranks(prog) if known is None else known
+    if known and rank not in known:
+        raise DiagnosticError(f"{prefix}rank {rank} is in none of the program's meshes (ranks "
+                              f"{', '.join(map(str, known))}){hint}", filename=filename or prog.filename)
+    return known

@@ -9,7 +9,6 @@ import sys
 import click
 
 from ..driver import load, program_option, read_text, reporting, write_output
-from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
 Exit status:
@@ -63,13 +62,10 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
 
 def _check_rank(rank: int, progs: list) -> None:
     """--rank (the summary's) names a rank of each program's meshes, as --rank does in every command."""
-    from ..analysis.cost import program_ranks
+    from ..analysis.cost import require_rank
 
     for p in progs:
-        known = program_ranks(p)
-        if known and rank not in known:
-            raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
-                                  f"{', '.join(map(str, known))})", filename=p.filename)
+        require_rank(p, rank)
 
 
 def _programs(path: str, program: int | None) -> list:

@@ -134,7 +134,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if not (all_ranks and output is not None and output != "-"):
             check_output(output)
         from ..syntax.parser import parse_program
-        from ..analysis.cost import program_ranks
+        from ..analysis.cost import program_ranks, require_rank
 
         before = parse_program(source, filename, program)
         if not explorer:
@@ -146,10 +146,8 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
                     severity="warning").render())
         known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
-        if not all_ranks and not whole and known and rank not in known:
-            raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
-                                  f"{', '.join(map(str, known))}); choose one with --rank",
-                                  filename=filename)
+        if not all_ranks and not whole:
+            require_rank(before, rank, known=known, hint="; choose one with --rank", filename=filename)
         if whole:  # a whole program: every rank lowered and proven against FILE (distc verify)
             from .verify import verify_built
 

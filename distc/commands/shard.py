@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from ..analysis.cost import collectives_in, program_ranks
+from ..analysis.cost import collectives_in, program_ranks, require_rank
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
 from ..driver import (check_inputs_kept, check_output, check_pattern, err_console, load, program_option, read_text,
                       reporting, warn, warn_unknown_ops, write_output)
@@ -180,9 +180,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             outs = [("-o", output), ("--startup-out", startup_out)]
         if not many:
             rank = 0 if rank is None else rank
-            if known and rank not in known:
-                raise DiagnosticError(f"rank {rank} is in none of the program's meshes (ranks "
-                                      f"{', '.join(map(str, known))})", filename=prog.filename)
+            require_rank(prog, rank, known=known)
         check_inputs_kept(outs, [main_file] + [startup_path(startup, r) for r in (ranks if many else [rank])])
         check_main(prog, prog.filename or main_file, stage, warn)
         sprogs = _check_startups(startup, prog, ranks if many else [rank], warn) if startup is not None else {}
