@@ -162,3 +162,32 @@ def test_crlf_everywhere_after_passes_and_in_errors(tmp_path):
     assert r.exit_code == 1 and f"{f}:2:" in r.output and "\r" not in r.output
     r = run("fmt", "-", input=lf.replace("\n", "\r\n").encode())
     assert r.exit_code == 0 and r.stdout_bytes == lf.replace("\n", "\r\n").encode()
+
+
+# `<#AttrNull>`: Paddle prints it for an op_dist_attr entry of a value without a dist attr (the
+# velocity of momentum_ outside shard_optimizer; RoPE's concat of in-program arange values)
+NOWRAP = DATA / "oracle/stage1/mlp_dp2mp2_momentum_nowrap.s0.r0.before_partition.ir"
+
+
+def test_attr_null_entries_read_as_empty_and_print_back():
+    text = NOWRAP.read_text()
+    assert "result(2):{<#AttrNull>}" in text
+    (prog,) = roundtrips(text)
+    moms = [op for op in prog.walk() if op.name == "pd_op.momentum_"]
+    assert moms
+    for op in moms:
+        assert op.num_results == len(op.dist_attr.results) == 3
+        null = op.dist_attr.results[2]
+        assert null.is_empty and null.format() == "<#AttrNull>"
+    assert fmt_bytes(NOWRAP, "--check") == b""
+
+
+def test_attr_null_inside_a_vector_entry():
+    # built the way Paddle prints it: one vector element without a dist attr
+    text = (SYN / "attr_null_vector.ir").read_text()
+    (prog,) = roundtrips(text)
+    concat = [op for op in prog.walk() if op.name == "pd_op.concat"][0]
+    vec, scalar = concat.dist_attr.operands
+    assert [e.format() for e in vec.items] == ["mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1]",
+                                               "<#AttrNull>"]
+    assert scalar.is_empty and scalar.format() == "<#AttrNull>"

@@ -299,6 +299,8 @@ class TensorDistAttr:
     def _format(self, form: str, show: bool) -> str:
         if form == "blank" and self.is_empty:  # an op_dist_attr entry written as '{}'
             return ""
+        if form == "null" and self.is_empty:  # a value Paddle gave no dist attr: '{<#AttrNull>}'
+            return ATTR_NULL
         if form == "maping":
             return f"dims_maping:[{_ints(self.dims_mapping)}]"
         parts = [f"mesh_shape:[{_ints(self.mesh.shape)}]"]
@@ -359,6 +361,15 @@ def split_bounds(n: int, parts: int, index: int) -> tuple[int, int]:
 
 def empty_dist_attr() -> TensorDistAttr:
     return TensorDistAttr(EMPTY_MESH, ())
+
+
+ATTR_NULL = "<#AttrNull>"
+
+
+def null_dist_attr() -> TensorDistAttr:
+    """The op_dist_attr entry of a value without a dist attr (Paddle prints ``{<#AttrNull>}``,
+    e.g. the velocity-out of ``momentum_`` outside ``shard_optimizer``): empty, like ``{}``."""
+    return TensorDistAttr(EMPTY_MESH, (), form="null")
 
 
 @dataclass(frozen=True, slots=True)

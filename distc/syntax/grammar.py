@@ -14,7 +14,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..ir import attrs as A
 from ..ir.dist import (
-    EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr,
+    EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr, null_dist_attr,
 )
 from ..ir.types import NULL_TYPE, DenseTensorType, DistTensorType, OpaqueType, VectorType
 from .diagnostics import DiagnosticError
@@ -46,10 +46,11 @@ def group_dist_fields(fields: list, op_mesh: ProcessMesh | None = None) -> list[
     (or dims_maping, the F1 op_dist_attr form)."""
     groups: list[list] = []
     for f in fields:
-        if f[0] in ("mesh_shape", "dims_maping") or not groups:
+        # a group starts at mesh_shape/dims_maping; '<#AttrNull>' is a group of its own
+        if f[0] in ("mesh_shape", "dims_maping", "null") or not groups or groups[-1][0][0] == "null":
             groups.append([])
         groups[-1].append(f)
-    return [_make_tensor_dist(g, op_mesh) for g in groups]
+    return [null_dist_attr() if g[0][0] == "null" else _make_tensor_dist(g, op_mesh) for g in groups]
 
 
 def _make_tensor_dist(fields: list, op_mesh: ProcessMesh | None) -> TensorDistAttr:
@@ -200,6 +201,15 @@ class LeafTransformer(Transformer):
     def od_single(self, items):
         return ("single", items[0])
 
+    def od_fields(self, items):
+        return list(items)
+
+    def f_null(self, items):
+        return ("null", None, items[0])
+
+    def od_null(self, items):
+        return ("null", None)
+
     def od_vector(self, items):
         return ("vec", items[0] or [])
 
@@ -231,6 +241,8 @@ class LeafTransformer(Transformer):
         if entry is None:
             return TensorDistAttr(EMPTY_MESH, (), form="blank")  # '{}'
         kind, fields = entry
+        if kind == "null":
+            return null_dist_attr()
         if kind == "vec":
             return VecDistAttr(tuple(group_dist_fields(fields, mesh)) if fields else ())
         (attr,) = group_dist_fields(fields, mesh)

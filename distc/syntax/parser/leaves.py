@@ -8,7 +8,7 @@ import re
 
 from ...ir import attrs as A
 from ...ir.dist import (
-    EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr,
+    ATTR_NULL, EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr, null_dist_attr,
 )
 from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType
 
@@ -167,6 +167,9 @@ def _fast_op_dist(text: str):
             return None
         if not body:
             lst.append(TensorDistAttr(EMPTY_MESH, (), form="blank"))
+            continue
+        if body == ATTR_NULL:
+            lst.append(null_dist_attr())
             continue
         vec = body[0] == "["
         if vec:
