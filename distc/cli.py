@@ -8,9 +8,9 @@ import sys
 import click
 
 from . import __version__
-from .driver import (check_inputs_kept, check_output, err_console, error_doc, json_requested, load, load_inputs,
-                     parse_text, print_error_json, program_option, read_text, reporting, warn_unknown_ops,
-                     write_output)
+from .driver import (err_console, error_doc, json_requested, load, load_inputs, parse_text, print_error_json,
+                     program_option, read_text, reporting, warn_unknown_ops)
+from .outputs import Outputs
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse_programs
 from .syntax.printer import print_program
@@ -27,8 +27,12 @@ Exit status:
   2   usage error (unknown option, options that exclude each other, a bad -o pattern ...)
   3   verify: an op the simulator has no kernel for
   70  internal error (a bug in distc: please report it; DISTC_DEBUG=1 shows the traceback)
+  130, 143, 129  stopped by SIGINT, SIGTERM, SIGHUP (128 + the signal; also a worker process
+      killed from outside: 137 for SIGKILL); outputs are left as they were
+Outputs are one transaction: all written (renamed into place at the end), or none changed.
 With --json, a command that fails also prints one JSON object on stdout:
-  {"status": "error", "kind": "input"|"usage"|"output"|"internal", "exit": N, "file", "line", "col", "message", ...}
+  {"status": "error", "kind": "input"|"usage"|"output"|"internal"|"interrupted"|"killed", "exit": N,
+   "file", "line", "col", "message", ...}
 """
 
 
@@ -85,31 +89,34 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
             raise click.UsageError("-o takes one input file")
         if output is not None and check:
             raise click.UsageError("--check writes nothing: it compares; drop -o")
-        check_output(output)
-        changed = 0
-        outs = []
-        for path in files:
-            text = read_text(path)
-            name = "<stdin>" if path == "-" else path
-            if program is not None:
-                out = print_program(parse_text(text, name, program), canonical=canonical)
-            else:
-                out = "".join(print_program(p, canonical=canonical) for p in parse_programs(text, name))
+        # in place (-o FILE of its one input) only when the output holds all of it
+        with Outputs(inputs=list(files), in_place=program is None and not check) as out:
+            target = None if check else out.add("-o", output or "-")
+            changed = 0
+            outs = []
+            for path in files:
+                text = read_text(path)
+                name = "<stdin>" if path == "-" else path
+                if program is not None:
+                    res = print_program(parse_text(text, name, program), canonical=canonical)
+                else:
+                    res = "".join(print_program(p, canonical=canonical) for p in parse_programs(text, name))
+                if check:
+                    if res != text:
+                        changed += 1
+                        diff = difflib.unified_diff(
+                            text.splitlines(keepends=True), res.splitlines(keepends=True),
+                            fromfile=name, tofile=name + " (distc fmt)")
+                        sys.stdout.writelines(diff)
+                else:
+                    outs.append(res)
             if check:
-                if out != text:
-                    changed += 1
-                    diff = difflib.unified_diff(
-                        text.splitlines(keepends=True), out.splitlines(keepends=True),
-                        fromfile=name, tofile=name + " (distc fmt)")
-                    sys.stdout.writelines(diff)
-            else:
-                outs.append(out)
-        if check:
-            if changed:
-                err_console().print(f"{changed} file(s) would change", markup=False)
-                sys.exit(1)
-            return
-        write_output(output, "".join(outs))
+                if changed:
+                    err_console().print(f"{changed} file(s) would change", markup=False)
+                    sys.exit(1)
+                return
+            out.write(target, "".join(outs))
+            out.commit()
 
 
 # ----------------------------------------------------------------------------------------- opt
@@ -131,32 +138,36 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
     from .passes.base import PassManager, parse_pipeline
 
     with reporting():
-        check_output(output)
-        t0 = time.perf_counter()
-        try:
-            passes = parse_pipeline(pipeline)
-        except DiagnosticError as e:  # the -p text is an option, not an input file: usage (exit 2)
-            raise click.BadParameter(e.message, param_hint="'-p' / '--pass-pipeline'") from None
-        if not passes:
-            raise click.BadParameter("names no pass (`distc passes` lists them; `distc fmt` prints a program "
-                                     "back unchanged)", param_hint="'-p' / '--pass-pipeline'")
-        check_inputs_kept([("-o", output)], [file])
-        load_inputs(passes)
-        prog = load(file, program)
-        t_parse = time.perf_counter() - t0
-        if any(p.name != "verify" for p in passes):  # a pass rewrites the program
-            warn_unknown_ops(prog)
-        _check_ranks(passes, prog)
+        with Outputs(inputs=[file]) as out:
+            target = out.add("-o", output or "-")
+            t0 = time.perf_counter()
+            try:
+                passes = parse_pipeline(pipeline)
+            except DiagnosticError as e:  # the -p text is an option, not an input file: usage (exit 2)
+                raise click.BadParameter(e.message, param_hint="'-p' / '--pass-pipeline'") from None
+            if not passes:
+                raise click.BadParameter("names no pass (`distc passes` lists them; `distc fmt` prints a program "
+                                         "back unchanged)", param_hint="'-p' / '--pass-pipeline'")
+            for p in passes:  # the programs pass options name are inputs too
+                for option in type(p).inputs:
+                    out.add_input(getattr(p, option) or None)
+            load_inputs(passes)
+            prog = load(file, program)
+            t_parse = time.perf_counter() - t0
+            if any(p.name != "verify" for p in passes):  # a pass rewrites the program
+                warn_unknown_ops(prog)
+            _check_ranks(passes, prog)
 
-        def after(p, prg) -> None:
-            err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)
+            def after(p, prg) -> None:
+                err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)
 
-        pm = PassManager(passes, verify_each=not no_verify_each, callback=after if print_ir_after_all else None)
-        ctx = _run_located(pm, prog, file)
-        t0 = time.perf_counter()
-        text = str(prog)
-        t_print = time.perf_counter() - t0
-        write_output(output, text)
+            pm = PassManager(passes, verify_each=not no_verify_each, callback=after if print_ir_after_all else None)
+            ctx = _run_located(pm, prog, file)
+            t0 = time.perf_counter()
+            text = str(prog)
+            t_print = time.perf_counter() - t0
+            out.write(target, text)
+            out.commit()
         if as_json:
             _opt_json(pipeline, [("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings),
                                  ("(print)", t_print)], ctx)
@@ -237,21 +248,35 @@ def list_passes() -> None:
 def run() -> None:
     """The ``distc`` executable: :func:`main`, then exit without tearing down the objects the
     command built (a big program is a million objects: freeing them one by one takes longer
-    than some commands).  Outputs are closed by then; stdout and stderr are flushed here."""
+    than some commands).  Outputs are closed by then; stdout and stderr are flushed here.
+
+    SIGINT, SIGTERM and SIGHUP stop the command through its clean-up (no output changed, no
+    temporary file left) with exit status 128 + the signal (130, 143, 129)."""
     import os
 
+    from .driver import say
+    from .outputs import Interrupted, catch_signals
+
+    catch_signals()
     try:
         main()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if e.code is not None and not isinstance(e.code, int):
-            print(e.code, file=sys.stderr)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass
+            say(str(e.code))
+    except Interrupted as e:
+        code = e.code
+        say(f"distc: stopped by {e.name}; outputs left as they were")
+    except MemoryError:  # even the error report could not be made
+        code = 1
+        say("distc: error: out of memory")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(code)
 
 

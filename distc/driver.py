@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import signal
 import sys
-import tempfile
 import traceback
 from contextlib import contextmanager
 from typing import Iterator
@@ -13,6 +14,7 @@ from typing import Iterator
 import click
 
 from .ir.core import Program
+from .outputs import SIGNALS, Interrupted, default_signals
 from .syntax.diagnostics import DiagnosticError, line_col
 from .syntax.parser import parse_program
 
@@ -23,37 +25,77 @@ PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on 
 def err_console():
     from rich.console import Console
 
-    tty = sys.stderr.isatty()
+    if sys.stderr is None:  # stderr closed: nothing can be shown
+        return Console(file=io.StringIO(), no_color=True, highlight=False, soft_wrap=True, width=LOG_WIDTH)
+    try:
+        tty = sys.stderr.isatty()
+    except (OSError, ValueError):
+        tty = False
     no_color = bool(os.environ.get("NO_COLOR")) or not tty
     # off a terminal (CI logs, files) nothing wraps: a table is as wide as its content
     return Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
                    width=None if tty else LOG_WIDTH)
 
 
+READ_CHUNK = 4 << 20
+
+
 def read_text(path: str) -> str:
+    """A file's (``-``: stdin's) text, line ends as they are.  Read a chunk at a time: a binary
+    input (``/dev/zero``, an image) fails at its first NUL byte without being read whole."""
+    name = "<stdin>" if path == "-" else path
     if path == "-":
+        if sys.stdin is None:
+            raise DiagnosticError("stdin is closed: give the program's file name", filename=name)
         if sys.stdin.isatty():
             err_console().print("distc: reading a program from the terminal (stdin); end it with Ctrl-D, "
                                 "or give a file name", markup=False)
+    data = bytearray()
     try:
         if path == "-":
             buf = getattr(sys.stdin, "buffer", None)  # bytes: line ends as they are (CRLF stays)
-            text = buf.read().decode("utf-8") if buf is not None else sys.stdin.read()
+            if buf is None:
+                data = bytearray(sys.stdin.read().encode("utf-8", "surrogatepass"))
+            else:
+                _read_into(buf, data, name)
         else:
-            with open(path, encoding="utf-8", newline="") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                _read_into(f, data, name)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise DiagnosticError("no such file", filename=path) from None
     except IsADirectoryError:
         raise DiagnosticError("is a directory", filename=path) from None
+    except PermissionError:
+        raise DiagnosticError("cannot read: permission denied", filename=path) from None
     except UnicodeDecodeError as e:
-        raise _not_text(e, "<stdin>" if path == "-" else path) from None
-    nul = text.find("\x00")
-    if nul >= 0:  # no PIR dump holds a NUL byte
-        line, col = line_col(text, nul)
-        raise DiagnosticError("a binary file, not PIR text (a NUL byte)", line, col,
-                              filename="<stdin>" if path == "-" else path, source=text)
+        raise _not_text(e, name) from None
+    _check_nul(data, 0, name)
     return text
+
+
+def _read_into(f, data: bytearray, name: str) -> None:
+    while True:
+        chunk = f.read(READ_CHUNK)
+        if not chunk:
+            return
+        start = len(data)
+        data += chunk
+        _check_nul(data, start, name)
+
+
+def _check_nul(data: bytearray, start: int, name: str) -> None:
+    """No PIR dump holds a NUL byte: a located error at the first one."""
+    nul = data.find(b"\x00", start)
+    if nul < 0:
+        return
+    line = data.count(b"\n", 0, nul) + 1
+    begin = data.rfind(b"\n", 0, nul) + 1
+    end = data.find(b"\n", nul)
+    shown = bytes(data[begin: end if end >= 0 else len(data)][:4096]).decode("utf-8", "replace")
+    col = len(bytes(data[begin:nul]).decode("utf-8", "replace")) + 1
+    raise DiagnosticError("a binary file, not PIR text (a NUL byte)", line, col, filename=name,
+                          source="\n" * (line - 1) + shown)
 
 
 def _not_text(e: UnicodeDecodeError, path: str) -> DiagnosticError:
@@ -135,34 +177,6 @@ def warn_unknown_ops(prog: Program, note: str | None = "distc passes it through 
     return len(bad)
 
 
-def check_output(path: str | None) -> None:
-    """Fail early (a diagnostic, exit 1) if ``path`` cannot be written, before any work is done."""
-    if path is None or path == "-":
-        return
-    real = os.path.realpath(path)
-    if os.path.isdir(real):
-        raise DiagnosticError("is a directory, not an output file", filename=path)
-    d = os.path.dirname(real) or "."
-    if not os.path.isdir(d):
-        raise DiagnosticError(f"cannot write: no directory {d}", filename=path)
-    if not os.access(d, os.W_OK) and not (os.path.exists(real) and os.access(real, os.W_OK)):
-        raise DiagnosticError(f"cannot write: directory {d} is not writable", filename=path)
-    if os.path.exists(real) and not os.access(real, os.W_OK):
-        raise DiagnosticError("cannot write: permission denied", filename=path)
-
-
-def check_inputs_kept(outputs: list[tuple[str, str | None]], inputs: list[str | None]) -> None:
-    """No output (``(option, path)``) is one of the input files: distc never overwrites what it
-    reads (a usage error, before any work; ``fmt -o`` in place is the exception)."""
-    ins = [p for p in inputs if p and p != "-" and os.path.isfile(p)]
-    for opt, path in outputs:
-        if not path or path == "-" or not os.path.exists(path):
-            continue
-        for p in ins:
-            if os.path.samefile(path, p):
-                raise click.UsageError(f"{opt} {path!r} is the input {p!r}: distc does not overwrite its inputs")
-
-
 def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks") -> None:
     """An output pattern's one field is ``{rank}``, and it needs several ranks (usage errors)."""
     if path is None or path == "-":
@@ -177,58 +191,12 @@ def check_pattern(path: str | None, option: str, many: bool, several: str = "--a
         raise click.UsageError(f"{option} {path!r} has {{rank}}: that is for several ranks ({several})")
 
 
-def write_output(path: str | None, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (``-``/None: stdout).
-
-    A regular file is replaced atomically (a temporary file in the same directory, then a rename),
-    keeping the mode of the file it replaces (or the umask's); a symlink is written through to its
-    target; a device or pipe (``/dev/stdout``, a FIFO) is written to directly."""
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    check_output(path)
-    try:
-        _write(path, text)
-    except OSError as e:  # name the user's path, not a temporary file or a symlink's target
-        raise OSError(e.errno, e.strerror or str(e), path) from None
-
-
-def _write(path: str, text: str) -> None:
-    real = os.path.realpath(path)
-    if os.path.exists(real) and not os.path.isfile(real):
-        with open(real, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        return
-    mode = _mode_for(real)
-    fd, tmp = tempfile.mkstemp(prefix=".distc-", suffix=".tmp", dir=os.path.dirname(real) or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _mode_for(real: str) -> int:
-    """The mode a file replacing ``real`` gets: the old file's, or what the umask leaves."""
-    if os.path.exists(real):
-        return os.stat(real).st_mode & 0o7777
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 # ------------------------------------------------------------------ errors, as text and as JSON
 def error_doc(kind: str, code: int, message: str, file: str | None = None, line: int | None = None,
               col: int | None = None, notes: list[str] | None = None, text: str | None = None) -> dict:
     """What ``--json`` prints on stdout when a command fails before it could report: ``kind`` is
-    ``input`` (exit 1), ``output`` (exit 1), ``usage`` (exit 2) or ``internal`` (exit 70)."""
+    ``input`` (exit 1), ``output`` (exit 1), ``usage`` (exit 2), ``internal`` (exit 70),
+    ``interrupted`` (a signal: 128 + it) or ``killed`` (a worker killed from outside: 128 + the signal)."""
     return {"status": "error", "kind": kind, "exit": code, "file": file, "line": line, "col": col,
             "message": message, "notes": list(notes or []), "error": text or message}
 
@@ -244,7 +212,7 @@ def print_error_json(doc: dict, command: str | None = None) -> None:
     try:
         sys.stdout.write(json.dumps({"command": command, **doc} if command else doc) + "\n")
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError, AttributeError):  # stdout closed, full, or a broken pipe: stderr has it
         pass
 
 
@@ -257,11 +225,22 @@ def json_requested(args: list[str], command: click.Command | None) -> bool:
 
 def fail(text: str, code: int, doc: dict) -> None:
     """Report an error (``text`` on stderr; ``doc`` on stdout under ``--json``) and exit ``code``."""
-    err_console().print(text, markup=False)
+    try:
+        err_console().print(text, markup=False)
+    except OSError:  # stderr full or gone: the exit status still tells
+        pass
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("as_json"):
         print_error_json({**doc, "warnings": list(WARNINGS)}, ctx.info_name)
     sys.exit(code)
+
+
+def say(text: str) -> None:
+    """One line on stderr that needs no console, little memory, and survives a closed stderr."""
+    try:
+        os.write(2, text.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass
 
 
 @contextmanager
@@ -277,11 +256,19 @@ def reporting() -> Iterator[None]:
         fail(e.message, e.code, e.doc)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
         raise
+    except Interrupted as e:  # the outputs are rolled back by now; --json still gets its object
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and ctx.params.get("as_json"):
+            print_error_json(error_doc("interrupted", e.code, f"stopped by {e.name}"), ctx.info_name)
+        raise
     except BrokenPipeError:
         sys.exit(0)
-    except MemoryError:
-        msg = "error: out of memory (a smaller --shape or mesh?)"
-        fail(msg, 1, error_doc("input", 1, msg[7:], text=msg))
+    except MemoryError:  # little memory may be left: no console, no formatting
+        say("error: out of memory (a smaller input, --shape or mesh?)")
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and ctx.params.get("as_json"):
+            print_error_json(error_doc("input", 1, "out of memory"), ctx.info_name)
+        sys.exit(1)
     except OSError as e:  # an output that cannot be written, a disk that is full ...
         name = getattr(e, "filename", None)
         msg = f"{name + ': ' if name else ''}error: {e.strerror or e}"
@@ -294,51 +281,6 @@ def reporting() -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ many outputs, forked workers
-class Staged:
-    """Outputs written to temporary files beside their targets and renamed into place only when
-    every one of them is ready (:meth:`commit`), or removed (:meth:`discard`): a group of files
-    written whole or not at all.  Temporary names are chosen up front, so a worker process can
-    write them and the parent can still clean up after a worker that failed half way."""
-
-    def __init__(self) -> None:
-        self.files: list[tuple[str, str]] = []  # (tmp, target)
-
-    def plan(self, path: str) -> str:
-        """Check ``path`` (a regular file or a new one) and return the temporary file to write."""
-        check_output(path)
-        real = os.path.realpath(path)
-        if os.path.exists(real) and not os.path.isfile(real):
-            raise DiagnosticError("is not a regular file (one output a rank needs a file)", filename=path)
-        if any(t == real for _, t in self.files):
-            raise DiagnosticError("named twice among the outputs", filename=path)
-        d = os.path.dirname(real) or "."
-        tmp = os.path.join(d, f".distc-{os.getpid()}-{len(self.files)}.tmp")
-        self.files.append((tmp, real))
-        return tmp
-
-    def commit(self) -> None:
-        try:
-            for tmp, real in self.files:
-                os.chmod(tmp, _mode_for(real))
-        except BaseException:
-            self.discard()
-            raise
-        for tmp, real in self.files:
-            os.replace(tmp, real)
-
-    def discard(self) -> None:
-        for tmp, _ in self.files:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-
-
-def write_file(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-
-
 class WorkerFailed(Exception):
     """A forked worker failed: ``item`` names it, ``message`` is its rendered error, ``code`` the
     exit status it asks for (1: a diagnostic, 70: an internal error), ``doc`` its :func:`error_doc`."""
@@ -386,10 +328,12 @@ def fork_each(items: list, work, jobs: int) -> dict:
             while todo and not failures and len(running) < max(1, jobs):
                 it = todo.pop(0)
                 r, w = os.pipe()
+                # signals held back across the fork: a child must not take one in the parent's code
+                mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
                 pid = os.fork()
                 if pid == 0:  # the child
-                    os.close(r)
-                    _child(it, work, w)
+                    _child(it, work, r, w)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 os.close(w)
                 running[r] = (it, pid, bytearray())
                 sel.register(r, selectors.EVENT_READ)
@@ -410,23 +354,32 @@ def fork_each(items: list, work, jobs: int) -> dict:
                 try:
                     kind, payload, code = pickle.loads(bytes(data))
                 except Exception:  # noqa: BLE001 - the child died before it could answer
-                    kind, code = "error", 70
-                    payload = (f"worker process died (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status)
-                               else f"worker process exited with status {os.waitstatus_to_exitcode(status)}")
+                    kind, code, payload = "error", 70, (
+                        f"worker process exited with status {os.waitstatus_to_exitcode(status)}")
+                    if os.WIFSIGNALED(status):  # killed from outside (the OOM killer: SIGKILL)
+                        sig = os.WTERMSIG(status)
+                        code = 128 + sig
+                        msg = f"worker process killed by {signal.Signals(sig).name}" + (
+                            " (out of memory? fewer workers: -j)" if sig == signal.SIGKILL else "")
+                        payload = (msg, error_doc("killed", code, msg))
                 if kind == "ok":
                     results[it] = payload
                 else:
                     text, doc = payload if isinstance(payload, tuple) else (payload, None)
                     failures.append(WorkerFailed(it, text, code, doc))
     except BaseException:
-        import signal
-
-        for _, pid, _ in running.values():
-            try:
-                os.kill(pid, signal.SIGTERM)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+        # every running child stopped and reaped before the caller removes what they write
+        # (their pids are ours until reaped); no second signal cuts this short
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            for _, pid, _ in running.values():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         raise
     finally:
         sel.close()
@@ -439,36 +392,41 @@ def fork_each(items: list, work, jobs: int) -> dict:
     return results
 
 
-def _child(item, work, w: int) -> None:
+def _child(item, work, r: int, w: int) -> None:
+    """A forked worker: ``work(item)``, its result or error down the pipe, then ``os._exit`` —
+    whatever happens, it never returns into the parent's code (its clean-up, its other children).
+    Signals kill it outright (the parent, signalled too, removes what its workers wrote)."""
     import pickle
 
-    # (the cyclic collector stays on: the shared objects are frozen, and without it the
-    # garbage of the rank's own work piles up and costs more than collecting it)
     try:
-        out = ("ok", work(item), 0)
-    except DiagnosticError as e:
-        out = ("error", (e.render(), diagnostic_doc(e)), 1)
-    except MemoryError:
-        out = ("error", "error: out of memory", 1)
-    except OSError as e:
-        name = getattr(e, "filename", None)
-        msg = f"{name + ': ' if name else ''}error: {e.strerror or e}"
-        out = ("error", (msg, error_doc("output", 1, str(e.strerror or e), name, text=msg)), 1)
-    except BaseException as e:  # noqa: BLE001 - reported by the parent, never a bare traceback
-        msg = f"internal error: {type(e).__name__}: {e}"
-        if os.environ.get("DISTC_DEBUG"):
-            msg += "\n" + traceback.format_exc()
-        out = ("error", msg, 70)
-    try:
-        data = pickle.dumps(out)
-    except Exception as e:  # noqa: BLE001
-        data = pickle.dumps(("error", f"internal error: result not picklable: {e}", 70))
-    view = memoryview(data)
-    while view:
-        n = os.write(w, view)
-        view = view[n:]
-    os.close(w)
-    os._exit(0)
+        os.close(r)
+        default_signals()
+        # (the cyclic collector stays on: the shared objects are frozen, and without it the
+        # garbage of the rank's own work piles up and costs more than collecting it)
+        try:
+            out = ("ok", work(item), 0)
+        except DiagnosticError as e:
+            out = ("error", (e.render(), diagnostic_doc(e)), 1)
+        except MemoryError:
+            out = ("error", "error: out of memory", 1)
+        except OSError as e:
+            name = getattr(e, "filename", None)
+            msg = f"{name + ': ' if name else ''}error: {e.strerror or e}"
+            out = ("error", (msg, error_doc("output", 1, str(e.strerror or e), name, text=msg)), 1)
+        except BaseException as e:  # noqa: BLE001 - reported by the parent, never a bare traceback
+            msg = f"internal error: {type(e).__name__}: {e}"
+            if os.environ.get("DISTC_DEBUG"):
+                msg += "\n" + traceback.format_exc()
+            out = ("error", msg, 70)
+        try:
+            data = pickle.dumps(out)
+        except Exception as e:  # noqa: BLE001
+            data = pickle.dumps(("error", f"internal error: result not picklable: {e}", 70))
+        view = memoryview(data)
+        while view:  # (the parent gone: EPIPE, and the worker just ends)
+            view = view[os.write(w, view):]
+    finally:
+        os._exit(0)
 
 
 def program_option(help: str):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 
 from .analysis.diff import diff_programs, render_text
-from .driver import write_output
 from .ir.core import Program
+from .outputs import Outputs
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse
 
@@ -39,7 +39,9 @@ def assert_matches_golden(program_or_text: Program | str, path: str | os.PathLik
     text = program_or_text if isinstance(program_or_text, str) else str(program_or_text)
     if update if update is not None else update_requested():
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        write_output(path, text)
+        with Outputs() as out:
+            out.write(out.add("golden file", path), text)
+            out.commit()
         return
     if not os.path.exists(path):
         raise AssertionError(f"{path}: no golden file; create it with {UPDATE_ENV}=1")

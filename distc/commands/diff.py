@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from ..driver import load, program_option, read_text, reporting, write_output
+from ..driver import load, program_option, read_text, reporting
+from ..outputs import write_stdout
 
 EPILOG = """\b
 Exit status:
@@ -56,7 +57,7 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
         equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
                                no_summary, quiet)
         if not quiet:
-            write_output(None, text)
+            write_stdout(text)
         sys.exit(0 if equal else 1)
 
 

@@ -18,8 +18,9 @@ import sys
 import click
 
 from ..dialects import ops
-from ..driver import (WARNINGS, Staged, check_inputs_kept, check_output, check_pattern, err_console, program_option,
-                      read_text, reporting, warn, warn_unknown_ops, write_file, write_output)
+from ..driver import (WARNINGS, check_pattern, err_console, program_option, read_text, reporting, warn,
+                      warn_unknown_ops)
+from ..outputs import Outputs
 from ..syntax.diagnostics import DiagnosticError
 from . import reshard_report as report
 
@@ -101,7 +102,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
     Without FILE: build the program Paddle prints for one reshard (--from/--to, --mesh, --shape)
     and lower that.
     """
-    with reporting():
+    with reporting(), Outputs(inputs=[file] if file is not None else []) as out:
         explorer = src is not None or dst is not None
         if file is not None and explorer:
             raise click.UsageError("give either FILE or --from/--to (explorer), not both")
@@ -131,8 +132,8 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
         check_pattern(output, "-o", many=all_ranks)
-        if not (all_ranks and output is not None and output != "-"):
-            check_output(output)
+        per_rank = all_ranks and output is not None and output != "-"  # one file a rank
+        target = None if per_rank else out.add("-o", output or "-")
         from ..syntax.parser import parse_program
         from ..analysis.cost import program_ranks, require_rank
 
@@ -156,17 +157,15 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             if status:
                 sys.exit(status)
             verify = False
-        ranks = (known if whole else _ranks_of(before)) if (all_ranks or verify) else [rank]
+        # --all-ranks: every rank of the program (a rank no reshard involves gets its program too:
+        # no stale file of an earlier run is left beside the new ones)
+        ranks = (known if whole or all_ranks else _ranks_of(before)) if (all_ranks or verify) else [rank]
         if all_ranks and not ranks:
             ranks = [rank]
         if verify and rank not in ranks and not all_ranks:
             ranks = sorted(set(ranks) | {rank})
-        if all_ranks and output is not None and output != "-":  # every output writable, before any work
-            for r in ranks:
-                check_output(_output_path(output, r))
-            check_inputs_kept([("-o", _output_path(output, r)) for r in ranks], [file])
-        else:
-            check_inputs_kept([("-o", output)], [file])
+        if per_rank:  # every output planned (writable, not an input), before any work
+            targets = {r: out.add("-o", _output_path(output, r)) for r in ranks}
         results = {}
         for r in ranks if (all_ranks or verify) else [rank]:
             results[r] = _lower(source, filename, r, paddle_only, coshard, program)
@@ -183,19 +182,14 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if verify:
             _verify(con, before, {r: results[r][0] for r in results})
 
-        if all_ranks and output is not None and output != "-":  # every file, or none
-            staged = Staged()
-            try:
-                for r in shown:
-                    write_file(staged.plan(_output_path(output, r)), str(results[r][0]))
-            except BaseException:
-                staged.discard()
-                raise
-            staged.commit()
+        if per_rank:  # every file, or none
+            for r in shown:
+                out.write(targets[r], str(results[r][0]))
         elif all_ranks:
-            write_output(None, "".join(f"// ----- rank {r} -----\n{results[r][0]}" for r in shown))
+            out.write(target, "".join(f"// ----- rank {r} -----\n{results[r][0]}" for r in shown))
         else:
-            write_output(output, str(results[rank][0]))
+            out.write(target, str(results[rank][0]))
+        out.commit()
 
 
 def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard=False):

@@ -21,9 +21,10 @@ import click
 
 from ..analysis.cost import collectives_in, program_ranks, require_rank
 from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import (check_inputs_kept, check_output, check_pattern, err_console, load, program_option, read_text,
-                      reporting, warn, warn_unknown_ops, write_output)
+from ..driver import (check_pattern, err_console, load, program_option, read_text, reporting, warn,
+                      warn_unknown_ops)
 from ..ir.core import Program
+from ..outputs import Outputs
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
 from .shard_inputs import check_main, check_sharding_degree, check_startup
@@ -143,7 +144,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
     goes to stdout (or -o), the summary to stderr."""
     from ..passes import load_passes
 
-    with reporting():
+    with reporting(), Outputs(inputs=[main_file]) as out:
         if (startup is None) != (startup_out is None):
             raise click.UsageError("--startup and --startup-out go together")
         if annotate_only and dense:
@@ -163,10 +164,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         else:
             if output in (None, "-") and startup_out == "-":
                 raise click.UsageError("the main and the startup program cannot both go to stdout")
-            if output is not None and output == startup_out:
-                raise click.UsageError("-o and --startup-out name the same file")
-            check_output(output)
-            check_output(startup_out)
+            targets = (out.add("-o", output or "-"), out.add("--startup-out", startup_out))
         load_passes()
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         prog = load(main_file, program)
@@ -174,14 +172,15 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         known = program_ranks(prog)
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
-            outs = [(o, pat.replace("{rank}", str(r))) for o, pat in (("-o", output), ("--startup-out", startup_out))
-                    if pat for r in ranks]
+            # every output planned (checked, and against every input) before any work
+            targets = {r: (out.add("-o", output.replace("{rank}", str(r))),
+                           out.add("--startup-out", startup_out.replace("{rank}", str(r))) if startup_out else None)
+                       for r in ranks}
         else:
-            outs = [("-o", output), ("--startup-out", startup_out)]
-        if not many:
             rank = 0 if rank is None else rank
             require_rank(prog, rank, known=known)
-        check_inputs_kept(outs, [main_file] + [startup_path(startup, r) for r in (ranks if many else [rank])])
+        for r in ranks if many else [rank]:
+            out.add_input(startup_path(startup, r))
         check_main(prog, prog.filename or main_file, stage, warn)
         sprogs = _check_startups(startup, prog, ranks if many else [rank], warn) if startup is not None else {}
         if prove:
@@ -191,7 +190,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         if stage >= 1:
             check_sharding_degree(prog, sh.ctx.stats.sharding_axis, dims, prog.filename or main_file, warn)
         if many:
-            results = run_ranks(sh, ranks, jobs, output, startup_out,
+            results = run_ranks(sh, ranks, jobs, out, targets,
                                 lambda r: _lower(sh, r, annotate_only, dense, verify_each))
             if explain and not as_json:
                 _explain(sh, results)
@@ -207,10 +206,11 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             return
         assert rank is not None
         res = _lower(sh, rank, annotate_only, dense, verify_each)
-        # everything is computed before anything is written (and each file is written whole)
-        write_output(output, res.text)
+        # everything is computed before anything is written: both outputs, or neither
+        out.write(targets[0], res.text)
         if res.startup_text is not None:
-            write_output(startup_out, res.startup_text)
+            out.write(targets[1], res.startup_text)
+        out.commit()
         if explain and not as_json:
             _explain(sh, {rank: res})
         if as_json:

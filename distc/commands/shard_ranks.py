@@ -3,8 +3,8 @@
 The rank-independent passes (parse, shard-optimizer, partition) run once; then each rank's part
 (reshard, the dense passes, printing, the startup program) runs in a worker process forked from
 that state (:func:`distc.driver.fork_each`), so each output equals what ``--rank R`` alone prints.
-Outputs go to temporary files and are renamed into place only when every rank succeeded: a
-failing rank is named and nothing is written.
+Outputs go to temporary files (:mod:`distc.outputs`) and are renamed into place only when every
+rank succeeded: a failing rank is named and nothing is written.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Callable
 import click
 
 from ..analysis.memory import human
-from ..driver import Staged, WorkerFailed, err_console, fork_each, write_file
+from ..driver import WorkerFailed, err_console, fork_each
 from ..syntax.diagnostics import DiagnosticError
 
 PER_RANK_ROWS = 16  # above this many ranks the summary shows only the spread
@@ -99,21 +99,18 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def run_ranks(sh, ranks: list[int], jobs: int | None, output: str, startup_out: str | None,
-              lower: Callable) -> dict[int, dict]:
-    """Lower every rank (forked workers), write all outputs or none; return each rank's summary."""
+def run_ranks(sh, ranks: list[int], jobs: int | None, out, targets: dict, lower: Callable) -> dict[int, dict]:
+    """Lower every rank (forked workers), write all outputs or none (``out``: the command's
+    :class:`distc.outputs.Outputs`, ``targets``: rank -> its (main, startup) targets); return each
+    rank's summary."""
     from ..analysis.memory import memory_of
-
-    staged = Staged()
-    tmp = {r: (staged.plan(output.replace("{rank}", str(r))),
-               staged.plan(startup_out.replace("{rank}", str(r))) if startup_out else None) for r in ranks}
 
     def work(r: int) -> dict:
         res = lower(r)
-        main_tmp, startup_tmp = tmp[r]
-        write_file(main_tmp, res.text)
-        if startup_tmp is not None and res.startup_text is not None:
-            write_file(startup_tmp, res.startup_text)
+        main_t, startup_t = targets[r]
+        out.write(main_t, res.text)
+        if startup_t is not None and res.startup_text is not None:
+            out.write(startup_t, res.startup_text)
         before, after = memory_of(sh.before, r), memory_of(sh.after, r)
         colls = res.colls
         return dict(rank=r, collectives=None if colls is None else len(colls),
@@ -124,16 +121,12 @@ def run_ranks(sh, ranks: list[int], jobs: int | None, output: str, startup_out: 
     try:
         results = fork_each(ranks, work, jobs or default_jobs())
     except WorkerFailed as e:
-        staged.discard()
         also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
         head = f"distc shard: rank {e.item} failed{also}; no output written"
         e.message = head + "\n" + e.message
         e.doc = {**e.doc, "rank": e.item, "notes": [*e.doc.get("notes", []), head]}
         raise
-    except BaseException:
-        staged.discard()
-        raise
-    staged.commit()
+    out.commit()
     return results
 
 
