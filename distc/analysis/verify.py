@@ -48,8 +48,8 @@ def _verify_dist(op: Operation, fits: set) -> None:
     """``fits``: (entry, type) pairs already found to fit, by identity (entries and types are
     immutable and shared between ops: each pair is checked once)."""
     d = op.attrs.get("op_dist_attr")
-    if not isinstance(d, OperationDistAttr):
-        return
+    if not isinstance(d, OperationDistAttr) or "grad_merge_add" in op.attrs:
+        return  # (Paddle's gradient-merge add_ carries its gradient's producer's dist attr)
     # Paddle itself writes fewer entries than operands on some ops (the slice of r->s keeps only
     # operand(0); full on non-root ranks of r->p keeps a stale operand entry), so entry counts are
     # not checked; the entries that are there must fit their values.

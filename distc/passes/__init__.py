@@ -12,6 +12,9 @@ PASS_MODULES = [
     "distc.passes.dist_to_dense",
     "distc.passes.shard_startup",
     "distc.passes.reshard_pass",
+    "distc.passes.gradient_merge",
+    "distc.passes.pipeline_fthenb",
+    "distc.passes.pipeline_1f1b",
 ]
 
 

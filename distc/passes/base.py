@@ -31,6 +31,8 @@ class PassStats:
     rank: int | None = None  # reshard: the rank lowered for
     reshard_steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
     ring_allocator: Any = None  # reshard: the RingAllocator every pass of the run shares
+    merged_grads: list = field(default_factory=list)  # gradient-merge: (accumulator name, type)
+    job_plan: Any = None  # pipeline schedulers: the JobPlan (job programs, jobs in schedule order)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..dialects import collectives as C
 from ..dialects import ops
+from ..dialects.pir_kwargs import as_cloned
 from ..ir import attrs as A
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program
@@ -141,6 +142,7 @@ class DistToDensePass(ModulePass):
             return
         mk = Maker(prog.style)
         stats: dict = {}
+        as_cloned(prog.block)  # Paddle lowers a clone of the dist program (its kwargs reordered)
         single = dist_to_dense_block(prog.block, mk, stats)
         removed = 0 if self.keep_comm else remove_unuseful_comm_ops(prog.block, single)
         ctx.notes.append(f"dist-to-dense: rank {self.rank}: {stats.get('ops', 0)} op(s) lowered"

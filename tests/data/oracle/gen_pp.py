@@ -13,6 +13,11 @@ stage 0 = `dist.shard_optimizer(opt)`, stage 1 = `dist.shard_optimizer(opt, Shar
 
 Names and snapshots as gen_llm.py: clip/CASE.sN.rR.SNAPSHOT.ir (SNAPSHOT in before_partition,
 after_reshard, dense, startup_after_remove, startup_final) or clip/CASE.sN.rR.error.txt.
+The schedule cases (--sched): sched/CASE.MODE.aK.sN.rR.SNAPSHOT with SNAPSHOT in before_partition,
+dist_final (the engine's dist program after gradient merge), dense (after the scheduler pass),
+startup_after_remove, startup_final, jobs.txt (the plan's job list: "TYPE MICRO_BATCH" a line,
+schedule order) and job.TYPE.ir (each job program, plan.ir_program(TYPE)); Paddle's refusals as
+error.txt.
 
 Usage (/work/paddle/bin/python):
   python gen_pp.py --out DIR [-j N] [--all-ranks] [FILTER...]   # FILTER: CONFIG/CASE.sN[.rR] prefixes;
@@ -20,6 +25,9 @@ Usage (/work/paddle/bin/python):
                                                 # --more: the MORE table (stage 3, AMP) instead of JOBS
   python gen_pp.py --pack DIR DEST                # DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
   python gen_pp.py --pack-more DIR DEST           # the KEEP subset of a --more output into DEST
+  python gen_pp.py --out DIR --sched [--resume] [FILTER...]   # the SCHED table (pipeline schedules,
+                                                # gradient merge), every rank: DIR/sched/CASE.MODE.aK.sN.rR.*
+  python gen_pp.py --pack-sched DIR DEST          # DIR/sched -> DEST/CASE.tar.xz (one xz archive a mesh)
   python gen_pp.py --unpack DEST OUT
 
 Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
@@ -51,6 +59,24 @@ MORE = [  # --more: stage 3, AMP (strategy.amp bfloat16 O2, as gen_llm.py's `amp
 # rank's stage-0 inputs (before_partition, startup_after_remove); Paddle's errors kept as they are
 KEEP = [("amp", "llama_pp2dp2", "s1", [0, 3]), ("clip", "llama_pp2dp2", "s3", [0, 1, 2, 3])]
 
+# --sched: pipeline schedules and gradient merge (strategy.pipeline / strategy.gradient_merge) on the
+# `clip` config, every rank; 2 decoder layers per stage (VPP puts one in each of its 2 chunks), global
+# batch SCHED_BATCH (a micro-batch is SCHED_BATCH / ACC).  (mode, case, accumulate steps, stages).
+MESHES["llama_pp4"] = ([[0], [1], [2], [3]], ["pp", "dp"])
+SCHED_BATCH = 8
+SCHED_CASES = ["llama_pp2dp2", "llama_pp2dp2mp2", "llama_pp4"]
+SCHED = [  # in the order generated (each (case, stage, rank) is one Paddle process of ~30-70 s)
+    ("FThenB", "llama_pp2dp2", 2, ["s0", "s1"]), ("FThenB", "llama_pp2dp2", 4, ["s0"]),
+    ("1F1B", "llama_pp2dp2", 4, ["s0", "s1"]), ("1F1B", "llama_pp2dp2", 2, ["s1"]),
+    ("VPP", "llama_pp2dp2", 4, ["s0", "s1"]), ("GM", "llama_pp2dp2", 2, ["s0"]), ("GM", "llama_pp2dp2", 4, ["s1"]),
+    ("Eager1F1B", "llama_pp2dp2", 4, ["s0"]), ("ZBH1", "llama_pp2dp2", 4, ["s0"]),
+    ("1F1B", "llama_pp2dp2mp2", 4, ["s0"]), ("VPP", "llama_pp2dp2mp2", 4, ["s1"]),
+    ("1F1B", "llama_pp4", 4, ["s0"]), ("1F1B", "llama_pp4", 2, ["s0"]), ("VPP", "llama_pp4", 4, ["s1"]),
+    ("FThenB", "llama_pp4", 2, ["s1"]),
+]
+# what each schedule case writes (besides Paddle's error, where it refuses)
+SCHED_SNAPSHOTS = ["before_partition", "dist_final", "dense", "startup_after_remove", "startup_final"]
+
 
 def select_more(src, out):
     import re
@@ -79,7 +105,10 @@ def ranks_of(case):
     return ids
 
 
-def build_and_capture(config, case, stage, snapshot_cb):
+def build_and_capture(config, case, stage, snapshot_cb, sched=None):
+    """``sched``: (MODE, ACC) for the schedule cases (SCHED): MODE FThenB/1F1B/VPP/Eager1F1B/ZBH1 is
+    ``strategy.pipeline`` (VPP: vpp_degree 2, vpp_seg_method "Block"), GM ``strategy.gradient_merge``
+    alone; their model has 2 decoder layers per stage and a global batch of 8."""
     import numpy as np
     import paddle
     import paddle.distributed as dist
@@ -90,7 +119,9 @@ def build_and_capture(config, case, stage, snapshot_cb):
     np.random.seed(2024)
     ids, dims = MESHES[case]
     mesh = dist.ProcessMesh(ids, dim_names=dims)
-    stages = [mesh.get_mesh_with_dim("pp", i) for i in range(2)]
+    npp = len(ids)
+    stages = [mesh.get_mesh_with_dim("pp", i) for i in range(npp)]
+    layers, batch = (LAYERS, BATCH) if sched is None else (2 * npp, SCHED_BATCH)
     sdims = dims[1:]
     has_mp = "mp" in sdims
 
@@ -108,16 +139,16 @@ def build_and_capture(config, case, stage, snapshot_cb):
     RMSNorm, Block, Loss, DS, linear = llama_layers(place, VOCAB)
 
     def stage_of(i):
-        return 0 if i < LAYERS // 2 else 1
+        return i * npp // layers
 
     class LLaMA(paddle.nn.Layer):
         def __init__(self):
             super().__init__()
             self.embed = paddle.nn.Embedding(VOCAB, HIDDEN)
             self.embed.weight = dist.shard_tensor(self.embed.weight, stages[0], place(1))
-            self.blocks = paddle.nn.LayerList([Block(stages[stage_of(i)]) for i in range(LAYERS)])
-            self.norm = RMSNorm(stages[1])
-            self.head = linear(stages[1], HIDDEN, VOCAB, 1)
+            self.blocks = paddle.nn.LayerList([Block(stages[stage_of(i)]) for i in range(layers)])
+            self.norm = RMSNorm(stages[-1])
+            self.head = linear(stages[-1], HIDDEN, VOCAB, 1)
 
         def forward(self, ids):
             h = self.embed(ids)
@@ -138,13 +169,27 @@ def build_and_capture(config, case, stage, snapshot_cb):
         strategy.amp.enable = True
         strategy.amp.dtype = "bfloat16"
         strategy.amp.level = "O2"
+    if sched is not None:
+        mode, acc = sched
+        if mode == "GM":
+            strategy.gradient_merge.enable = True
+            strategy.gradient_merge.k_steps = acc
+            strategy.gradient_merge.avg = True
+        else:
+            strategy.pipeline.enable = True
+            strategy.pipeline.schedule_mode = mode
+            strategy.pipeline.accumulate_steps = acc
+            strategy.pipeline.pp_degree = npp
+            if mode == "VPP":
+                strategy.pipeline.vpp_degree = 2
+                strategy.pipeline.vpp_seg_method = "Block"
     if stage == "s0":
         opt = dist.shard_optimizer(opt)
     else:
         fn = {"s1": dist.ShardingStage1, "s3": dist.ShardingStage3}[stage]
         opt = dist.shard_optimizer(opt, fn("dp", mesh))
-    loader = paddle.io.DataLoader(DS(4 * BATCH), batch_size=BATCH)
-    dloader = dist.shard_dataloader(loader, meshes=stages, shard_dims="dp")
+    loader = paddle.io.DataLoader(DS(4 * batch), batch_size=batch)
+    dloader = dist.shard_dataloader(loader, meshes=[stages[0], stages[-1]], shard_dims="dp")
     # the startup program before RemovePasses prunes it for the rank (every stage's values): extra
     # snapshot `startup_before_remove` (run_engine wraps whatever apply_all is when it starts)
     from paddle.distributed.auto_parallel.static import pir_pass
@@ -155,19 +200,43 @@ def build_and_capture(config, case, stage, snapshot_cb):
         return orig_remove(program, startup, *a, **k)
 
     pir_pass.RemovePasses.apply_all = staticmethod(remove)
+    if sched is not None:  # the dist program after gradient merge, the job plan (schedule order)
+        from paddle.distributed.auto_parallel.static import engine as engine_mod
+        orig_parallel = engine_mod.Engine._parallel_pir
+
+        def parallel(self, mode):
+            r = orig_parallel(self, mode)
+            snapshot_cb("dist_final", self._pir_dist_main_progs[mode])
+            plan = self._job_plan
+            if plan is not None:
+                snapshot_cb("jobs", "".join(f"{j.type()} {j.micro_batch_id()}\n" for j in plan.job_list()))
+                for t in plan.job_types():
+                    snapshot_cb("job." + t, plan.ir_program(t))
+            return r
+
+        engine_mod.Engine._parallel_pir = parallel
     run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy)
 
 
-def worker(config, case, stage, rank, outdir):
+def sched_name(mode, case, acc):
+    """The directory and case name of a schedule case: sched/CASE.MODE.aACC"""
+    return "sched", f"{case}.{mode}.a{acc}"
+
+
+def worker(config, case, stage, rank, outdir, sched=None):
     assert os.environ.get("PADDLE_TRAINER_ID") == str(rank)
-    base = os.path.join(outdir, config, f"{case}.{stage}.r{rank}")
+    if sched is not None:
+        config, name = sched_name(sched[0], case, sched[1])
+    else:
+        name = case
+    base = os.path.join(outdir, config, f"{name}.{stage}.r{rank}")
     got = {}
 
     def cb(name, program):
         got.setdefault(name, str(program))
 
     try:
-        build_and_capture(config, case, stage, cb)
+        build_and_capture(config, case, stage, cb, sched)
     except Exception as e:  # Paddle refused: only its message is kept
         msg = _last_line(e)
         if not msg.startswith(type(e).__name__ + ":"):
@@ -175,28 +244,62 @@ def worker(config, case, stage, rank, outdir):
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
             f.write(msg + "\n")
         return
-    for s in SNAPSHOTS + ["startup_before_remove"]:
+    names = SNAPSHOTS + ["startup_before_remove"] if sched is None else \
+        SCHED_SNAPSHOTS + sorted(k for k in got if k.startswith("job"))
+    for s in names:
         t = got[s]
-        with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
+        with open(f"{base}.{s}.{'txt' if s == 'jobs' else 'ir'}", "w", encoding="utf-8") as f:
             f.write(t if t.endswith("\n") else t + "\n")
 
 
 def run_worker(job):
-    config, case, stage, rank, outdir = job
+    config, case, stage, rank, outdir = job[:5]
+    sched = job[5] if len(job) > 5 else None  # (mode, acc): a schedule case
+    name = case
+    # a schedule needs the world size: Paddle's pipeline stage of a rank is rank // (world / pp degree)
+    world = "8" if sched is None else str(len(ranks_of(case)))
+    extra = [] if sched is None else [sched[0], str(sched[1])]
+    if sched is not None:
+        config, name = sched_name(sched[0], case, sched[1])
     os.makedirs(os.path.join(outdir, config), exist_ok=True)
-    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=world,
                GLOG_minloglevel="2")
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage, str(rank),
-                        outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    tag = f"{config}/{case}.{stage}.r{rank}"
+                        outdir] + extra, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tag = f"{config}/{name}.{stage}.r{rank}"
     if p.returncode != 0:
         print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
-        with open(os.path.join(outdir, config, f"{case}.{stage}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
+        with open(os.path.join(outdir, config, f"{name}.{stage}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
             lines = p.stdout.strip().splitlines() or ["?"]
             fatal = [ln.strip() for ln in lines if ln.strip().startswith("FatalError:")]
             f.write("CRASH: " + (fatal or lines)[-1] + "\n")
     else:
         print("  done", tag, flush=True)
+
+
+def pack_sched(src, dest):
+    """src/sched/NAME -> dest/CASE.tar.xz, one archive for each mesh (CASE): the files of a case
+    differ little between ranks, schedules and stages, so one solid xz stream stores them ~300x
+    smaller than one gzip a file (deterministic: sorted names, no times or owners)."""
+    import io
+    import lzma
+    import tarfile
+    os.makedirs(dest, exist_ok=True)
+    names = sorted(os.listdir(os.path.join(src, "sched")))
+    for case in sorted({n.split(".")[0] for n in names}):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for n in names:
+                if n.split(".")[0] != case:
+                    continue
+                data = open(os.path.join(src, "sched", n), "rb").read()
+                info = tarfile.TarInfo(n)
+                info.size, info.mtime, info.mode = len(data), 0, 0o644
+                tar.addfile(info, io.BytesIO(data))
+        out = os.path.join(dest, case + ".tar.xz")
+        with open(out, "wb") as f:
+            f.write(lzma.compress(buf.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+        print(f"{out}: {os.path.getsize(out)} bytes", flush=True)
 
 
 def main(argv):
@@ -206,10 +309,14 @@ def main(argv):
         j = int(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
     if argv[:1] == ["--worker"]:
-        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
+        sched = (argv[6], int(argv[7])) if len(argv) > 7 else None
+        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5], sched)
         return 0
     if argv[:1] == ["--pack"]:
         pack(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["--pack-sched"]:  # SRC DEST: SRC/sched/* -> DEST/CASE.tar.xz
+        pack_sched(argv[1], argv[2])
         return 0
     if argv[:1] == ["--pack-more"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
         import tempfile
@@ -223,11 +330,24 @@ def main(argv):
     if argv[:1] == ["--out"]:
         every = "--all-ranks" in argv  # every rank of the mesh, not only JOBS's (for distc verify)
         table = MORE if "--more" in argv else JOBS
-        argv = [a for a in argv if a not in ("--all-ranks", "--more")]
-        jobs = [(c, case, s, r, argv[1]) for c, case, ss, rs in table for s in ss
-                for r in (ranks_of(case) if every else rs)]
+        if "--sched" in argv:  # every rank of each schedule case
+            jobs = [("clip", case, s, r, argv[1], (mode, acc)) for mode, case, acc, ss in SCHED for s in ss
+                    for r in ranks_of(case)]
+        else:
+            jobs = [(c, case, s, r, argv[1]) for c, case, ss, rs in table for s in ss
+                    for r in (ranks_of(case) if every else rs)]
+        argv = [a for a in argv if a not in ("--all-ranks", "--more", "--sched", "--resume")]
+
+        resume = "--resume" in sys.argv
+
+        def tag(jb):
+            c, n = sched_name(jb[5][0], jb[1], jb[5][1]) if len(jb) > 5 else (jb[0], jb[1])
+            return f"{c}/{n}.{jb[2]}.r{jb[3]}"
         if len(argv) > 2:
-            jobs = [jb for jb in jobs if any(f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}".startswith(a) for a in argv[2:])]
+            jobs = [jb for jb in jobs if any(tag(jb).startswith(a) for a in argv[2:])]
+        if resume:  # leave out what an earlier run wrote
+            jobs = [jb for jb in jobs if not any(os.path.exists(os.path.join(argv[1], tag(jb) + f))
+                                                 for f in (".dense.ir", ".error.txt", ".after_reshard.ir"))]
         with ThreadPoolExecutor(max_workers=j) as ex:
             list(ex.map(run_worker, jobs))
         return 0
