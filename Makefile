@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test bench install clean
+.PHONY: demo test test-browser screenshots bench install clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,24 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
+
+# The report and diff pages in headless Chromium (Debian's chromium + chromium-driver, not pip's):
+# no console errors, every chart drawn with the right number of bars/cells/jobs; screenshots and
+# pages in build/browser (CI artifacts).
+$(BIN)/.browser: $(BIN)/.installed
+	$(BIN)/python -m pip install -q -e '.[browser]'
+	touch $@
+
+test-browser: $(BIN)/.browser
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	    { echo "test-browser needs chromium and chromedriver: apt-get install chromium chromium-driver"; exit 1; }
+	$(BIN)/python -m pytest -q -o addopts=-ra tests/browser
+
+# The README's pictures (samples/screenshots), made by the browser test (made smaller by
+# Debian's pngquant when it is there).
+screenshots: $(BIN)/.browser
+	DISTC_SCREENSHOTS=samples/screenshots $(BIN)/python -m pytest -q -o addopts=-ra tests/browser
+	! command -v pngquant >/dev/null || pngquant --quality 70-95 --speed 1 --force --ext .png samples/screenshots/*.png
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_parse.py

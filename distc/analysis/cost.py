@@ -46,9 +46,11 @@ def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> 
             if osh:
                 shape = tuple(osh)
         root = getattr(op.attrs.get("root"), "value", 0)
+        peer = getattr(op.attrs.get("peer"), "value", None)  # send/recv: the other rank's index in the pair
+        peer = ranks[peer] if kind in (SEND, RECV) and isinstance(peer, int) and 0 <= peer < len(ranks) else None
         out.append(Collective.of(kind, op.name, rid, ranks, rank, dtype, shape,
                                  line=op.loc[0] if op.loc else None,
-                                 root=root if kind == BROADCAST else None))
+                                 root=root if kind == BROADCAST else None, peer=peer))
     return out
 
 
@@ -61,6 +63,22 @@ def summarize(collectives: list) -> dict:
         t["moved"] += c.moved
     return {"by_kind": tot, "count": sum(t["count"] for t in tot.values()),
             "moved": sum(t["moved"] for t in tot.values())}
+
+
+def sent_to(c: Collective) -> dict[int, int]:
+    """Who gets the bytes ``c.rank`` sends in collective ``c``: ``{rank: bytes}``.  A send goes to
+    its peer; a group collective's bytes (its byte model, :func:`bytes_moved`) are split evenly over
+    the group's other ranks (each gets its piece of an all-gather, its 1/n of a reduce-scatter or an
+    all-reduce; a broadcast's root sends to every other rank), so the values add up to ``c.moved``."""
+    if not c.runs or c.moved <= 0:
+        return {}
+    if c.kind == SEND:
+        return {c.peer: c.moved} if c.peer is not None else {}
+    others = [r for r in c.ranks if r != c.rank]
+    if not others:
+        return {}
+    share, extra = divmod(c.moved, len(others))
+    return {r: share + (i < extra) for i, r in enumerate(others)}
 
 
 def human_bytes(n: int) -> str:

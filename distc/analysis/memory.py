@@ -123,10 +123,13 @@ def optimizer_operands(prog: Program) -> OptimizerOperands:
 
 def memory_of(ops: OptimizerOperands, rank: int) -> MemoryReport:
     rep = MemoryReport(rank)
+    sizes: dict[int, int] = {}  # id(type) -> bytes: a program shares a few type objects among its values
     for pname, opname, ents in ops:
         row = ParamMemory(pname, opname)
         for role, name, t in ents:
-            b = type_bytes(t, rank)
+            b = sizes.get(id(t))
+            if b is None:
+                b = sizes[id(t)] = type_bytes(t, rank)
             if role == PARAM:
                 row.param = b
             elif role == GRAD:
@@ -135,6 +138,48 @@ def memory_of(ops: OptimizerOperands, rank: int) -> MemoryReport:
                 row.states[name] = b
         rep.rows.append(row)
     return rep
+
+
+FORWARD, BACKWARD = 0, 1  # Paddle's op_role of forward and backward ops
+
+
+def _role(op) -> int | None:
+    return getattr(op.attrs.get("op_role"), "value", None)
+
+
+def _persistable(op, i: int) -> bool:
+    flags = getattr(op.attrs.get("persistable"), "value", None)
+    if not isinstance(flags, (list, tuple)) or i >= len(flags):
+        return False
+    return bool(getattr(flags[i], "value", flags[i]))
+
+
+def saved_activations(prog: Program) -> list[object]:
+    """The types of the activations the backward pass reads: results of forward ops (``op_role``
+    0) used by a backward op (``op_role`` 1), persistable values (parameters, counted as such) left
+    out.  A model of what stays resident between the forward and the backward pass of one step:
+    values the forward frees before its end and the framework's workspace are not counted, nor are
+    values of unknown size (a ``-1`` dim).  A snapshot of types, sized per rank by
+    :func:`activations_of`."""
+    out: list[object] = []
+    for op in prog.walk():
+        if _role(op) != FORWARD:
+            continue
+        for i, v in enumerate(op.results):
+            if _persistable(op, i):
+                continue
+            if any(_role(u) == BACKWARD for u in v.users):
+                out.append(v.type)
+    return out
+
+
+def activations_of(types: list[object], rank: int) -> int:
+    """Bytes ``rank`` holds of the saved activations (:func:`saved_activations`)."""
+    sizes: dict[int, int] = {}
+    for t in types:
+        if id(t) not in sizes:
+            sizes[id(t)] = type_bytes(t, rank)
+    return sum(sizes[id(t)] for t in types)
 
 
 def human(n: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("reshard", "shard", "verify", "diff")  # command name = module name
+NAMES = ("reshard", "shard", "verify", "diff", "report")  # command name = module name
 
 
 def load(name: str):

@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..driver import load, program_option, read_text, reporting
-from ..outputs import write_stdout
+from ..outputs import Outputs, write_stdout
 
 EPILOG = """\b
 Exit status:
@@ -41,8 +41,10 @@ Examples:
 @program_option("compare the K-th program of each file (files holding several, e.g. GLOG logs or "
                 "reshard --all-ranks output; default: each program with the one in the same place)")
 @click.option("-q", "--quiet", is_flag=True, help="print nothing; only the exit status")
+@click.option("--html", "html", default=None, metavar="PAGE",
+              help="also write the diff as a self-contained HTML page: the ops side by side, the summary as charts")
 def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...], as_json: bool,
-            rank: int | None, no_summary: bool, program: int | None, quiet: bool) -> None:
+            rank: int | None, no_summary: bool, program: int | None, quiet: bool, html: str | None) -> None:
     """Compare programs A and B op by op (- is stdin); exit 0 same, 1 different or bad input, 2 usage.
 
     Files holding several programs are compared program by program."""
@@ -50,12 +52,24 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
         raise click.UsageError("only one of A and B can be stdin")
     if quiet and as_json:
         raise click.UsageError("--quiet prints nothing; drop --json")
-    with reporting():
+    if html == "-":
+        raise click.UsageError("--html writes a file (stdout has the text report)")
+    with reporting(), Outputs(inputs=[file_a, file_b]) as out:
+        page = out.add("--html", html)  # checked before any work (None: no page)
         progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
         if rank is not None:
             _check_rank(rank, progs_a + progs_b)
+        pages: list | None = [] if html is not None else None
         equal, text = _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank,
-                               no_summary, quiet)
+                               no_summary, quiet, pages)
+        if page is not None:
+            from .report import command_line
+            from .report.diff_page import diff_page
+
+            name = (lambda f: "<stdin>" if f == "-" else f)
+            out.write(page, diff_page(name(file_a), name(file_b), pages, equal, command_line(),
+                                      (len(progs_a), len(progs_b))))
+            out.commit()
         if not quiet:
             write_stdout(text)
         sys.exit(0 if equal else 1)
@@ -77,8 +91,9 @@ def _programs(path: str, program: int | None) -> list:
     return parse_programs(read_text(path), "<stdin>" if path == "-" else path)
 
 
-def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank, no_summary, quiet):
-    """(equal, report text) of every program of A against the one in the same place in B."""
+def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, rank, no_summary, quiet, pages=None):
+    """(equal, report text) of every program of A against the one in the same place in B; with
+    ``pages`` (a list), also each pair's (DiffResult, summaries) for the HTML page."""
     from ..analysis.diff import diff_programs, infer_rank, render_text, summary, to_json
 
     name_a = "<stdin>" if file_a == "-" else file_a
@@ -90,11 +105,13 @@ def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, ran
     for k, (pa, pb) in enumerate(zip(progs_a, progs_b), 1):
         res = diff_programs(pa, pb, exact_rings=exact_rings, ignore_attrs=ignore)
         equal = equal and res.equal
+        sums = None
+        if not no_summary and (as_json or pages is not None or not res.equal):  # text: no summary of equal programs
+            sums = (summary(pa, *infer_rank(pa, file_a, rank)), summary(pb, *infer_rank(pb, file_b, rank)))
+        if pages is not None:
+            pages.append((res, sums))
         if quiet:
             continue
-        sums = None
-        if not no_summary and (as_json or not res.equal):  # text: no summary of equal programs
-            sums = (summary(pa, *infer_rank(pa, file_a, rank)), summary(pb, *infer_rank(pb, file_b, rank)))
         if as_json:
             docs.append(to_json(res, name_a, name_b, sums))
         else:

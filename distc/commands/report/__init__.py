@@ -1,0 +1,126 @@
+"""``distc report MAIN -o report.html``: one self-contained page of a sharding -- memory per rank
+(the chosen ZeRO stage, and stages 0-3 side by side), who sends what to whom (a rank x rank heat
+map, collectives per group and kind), pipeline schedules where given, the decisions, warnings and
+the command that made it.
+
+:mod:`.data` runs the shard pipeline and returns plain figures, :mod:`.charts` draws them (pygal,
+SVG), :mod:`.page` fills the Jinja2 templates.  ``distc diff A B --html`` uses the same charts
+and templates (:mod:`.diff_page`).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ...driver import WARNINGS, err_console, program_option, reporting, warn
+
+EPILOG = """\b
+Examples:
+  distc report samples/llama_dp2mp2_adamw.ir -o report.html
+  distc report main.ir --stage 3 --mesh-dims dp,mp -o zero3.html --json
+\b
+The page is one HTML file (inline SVG charts, no script, nothing fetched): open it from disk or
+from a CI artifact.  --json prints the figures it shows as one line on stderr.
+"""
+
+
+@click.command("report", epilog=EPILOG)
+@click.argument("main_file", metavar="MAIN")
+@click.option("-o", "--output", required=True, help="the HTML page to write (- for stdout)")
+@click.option("--stage", type=click.IntRange(0, 3), default=1, show_default=True,
+              help="the ZeRO stage to report (stages 0-3 are also shown side by side)")
+@click.option("--amp", is_flag=True, help="Paddle's AMP optimizer path (as for distc shard)")
+@click.option("--axis", default=None, help="sharding mesh dim, by index or name (as for distc shard)")
+@click.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp")
+@click.option("--ranks", "rank_list", default=None, metavar="LIST",
+              help="only these ranks, e.g. 0-3,6  [default: every rank of the program's meshes]")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="worker processes  [default: the machine's cores]")
+@click.option("--schedule", "schedule_file", default=None, metavar="FILE",
+              help="pipeline schedules to draw: JSON {name: {rank: [[job, micro_batch, start, end], ...]}}")
+@click.option("--json", "as_json", is_flag=True, help="the page's figures as one line of JSON on stderr")
+@click.option("-q", "--quiet", is_flag=True, help="no summary line on stderr")
+@program_option("MAIN's K-th program, when its file holds several (1 = first)")
+def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None, mesh_dims: str,
+            rank_list: str | None, jobs: int | None, schedule_file: str | None, as_json: bool, quiet: bool,
+            program: int | None) -> None:
+    """Write one HTML page showing how MAIN shards: memory per rank, traffic between ranks,
+    collectives per group, schedules, decisions and warnings."""
+    import json
+    import sys
+
+    from ..shard_ranks import parse_ranks
+    from .data import Options, collect
+    from .page import report_page
+
+    from ...outputs import Outputs
+
+    if stage == 0 and axis is not None:
+        raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
+    with reporting(), Outputs(inputs=[main_file, schedule_file]) as out:
+        wanted = parse_ranks(rank_list) if rank_list is not None else None
+        target = out.add("-o", output)  # checked before any work
+        schedules = read_schedules(schedule_file) if schedule_file else {}
+        opts = Options(stage=stage, amp=amp, axis=axis, mesh_dims=tuple(d.strip() for d in mesh_dims.split(",") if d.strip()),
+                       ranks=None if wanted is None else sorted({r for rg in wanted for r in rg}), jobs=jobs,
+                       program=program)
+        data = collect(main_file, opts, command_line(), warn, WARNINGS)
+        data.schedules = schedules
+        page = report_page(data)
+        out.write(target, page)
+        out.commit()
+        if as_json:
+            sys.stderr.write(json.dumps({**data.to_json(), "output": output, "bytes": len(page.encode())},
+                                        separators=(",", ":")) + "\n")
+        elif not quiet:
+            err_console().print(f"wrote {output}: {len(page.encode()) // 1024} KiB, {len(data.ranks)} ranks, stage "
+                                f"{data.stage}, {len(data.groups())} communication groups, "
+                                f"{len(data.decisions)} decisions, {len(data.warnings)} warnings", markup=False)
+
+
+def command_line() -> str:
+    """The command that made the page, as typed (the process's arguments when it is ``distc``;
+    else, e.g. under a test runner, rebuilt from the parsed options)."""
+    import os
+    import shlex
+    import sys
+
+    ctx = click.get_current_context()
+    if os.path.basename(sys.argv[0]) in ("distc", "__main__.py") and ctx.info_name in sys.argv[1:]:
+        return shlex.join(["distc", *sys.argv[1:]])
+    args = ["distc", ctx.info_name]
+    for p in ctx.command.params:
+        v = ctx.params.get(p.name)
+        if isinstance(p, click.Argument):
+            args.append(str(v))
+        elif v not in (None, False, "", p.default):
+            args += [p.opts[-1]] + ([] if v is True else [str(v)])
+    return shlex.join(args)
+
+
+def read_schedules(path: str) -> dict:
+    """``--schedule FILE``: {name: {rank: [Job ...]}} from JSON; a located error if it is not that."""
+    import json
+
+    from ...driver import read_text
+    from ...syntax.diagnostics import DiagnosticError
+    from .charts import Job
+
+    text = read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DiagnosticError(f"not JSON: {e.msg}", e.lineno, e.colno, filename=path, source=text) from None
+    out: dict = {}
+    try:
+        for name, ranks in doc.items():
+            out[str(name)] = {int(r): [Job(str(j), int(mb), float(s), float(e)) for j, mb, s, e in jobs]
+                              for r, jobs in ranks.items()}
+            for r, jobs in out[str(name)].items():
+                bad = [j for j in jobs if j.end < j.start]
+                if bad:
+                    raise ValueError(f"rank {r}: job {bad[0].job} ends before it starts")
+    except (AttributeError, TypeError, ValueError) as e:
+        raise DiagnosticError("expected {schedule name: {rank: [[job, micro_batch, start, end], ...]}}"
+                              + (f": {e}" if isinstance(e, ValueError) else ""), filename=path) from None
+    return out
