@@ -278,3 +278,19 @@ def test_diff_page_of_equal_programs_and_usage(tmp_path):
     assert "--html writes a file" in r.output
     r = cli("diff", a, a, "--html", a, code=2)
     assert "does not overwrite its inputs" in r.output
+
+
+def test_hostile_names_are_escaped(tmp_path):
+    """A file name holding HTML (<, >, &, quotes) is text on the page, never markup."""
+    import shutil
+
+    odd = tmp_path / """a<b>&"c'.ir"""
+    shutil.copy(SAMPLE, odd)
+    page = tmp_path / "p.html"
+    cli("report", odd, "-o", page, "--ranks", "0-1")
+    html = page.read_text()
+    assert "<b>" not in html and "a&lt;b&gt;&amp;&#34;c&#39;.ir" in html
+    f = figures(html)
+    assert len(f.of("chart-heat-map", "g")) == 4  # --ranks 0-1: two ranks
+    cli("diff", odd, odd, "--html", page)
+    assert "<b>" not in page.read_text()
