@@ -115,7 +115,20 @@ def _not_text(e: UnicodeDecodeError, path: str) -> DiagnosticError:
 def load(path: str, program: int | None = None) -> Program:
     """The file's program (``program``: the K-th of a file holding several, 1-based)."""
     text = read_text(path)
-    return parse_text(text, "<stdin>" if path == "-" else path, program)
+    name = "<stdin>" if path == "-" else path
+    prog = parse_text(text, name, program)
+    check_values(prog, name, text)
+    return prog
+
+
+def check_values(prog: Program, name: str, text: str | None) -> None:
+    """The verifier's value checks (shapes, meshes, optimizer operands) on an input, located."""
+    from .analysis.verify import verify_values
+
+    try:
+        verify_values(prog)
+    except DiagnosticError as e:
+        raise e.located(name, text) from None
 
 
 def load_inputs(passes) -> None:

@@ -3,6 +3,7 @@
 import pytest
 
 import distc
+from distc.analysis.verify import verify_values
 from distc.dialects.known_ops import unknown_ops
 from distc.syntax.printer import print_program
 
@@ -21,6 +22,7 @@ def test_roundtrip_fast(path):
     prog = distc.parse(s, str(path))
     assert str(prog) == s
     assert not unknown_ops(prog)  # every op name of every real dump is one Paddle knows (no warning)
+    verify_values(prog)  # and no real dump is refused by the value checks (shapes, meshes, optimizer operands)
     # the canonical printer (every op printed anew, no source lines) gives the same bytes
     assert print_program(prog, canonical=True) == s
 

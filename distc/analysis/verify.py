@@ -1,11 +1,22 @@
-"""Structural checks of a program: use-def chains, dominance, dist-attribute shapes."""
+"""Checks of a program: use-def chains, dominance, dist-attribute shapes (:func:`verify`), and
+the values a parseable program may still get wrong (:func:`verify_values`: shapes, meshes,
+optimizer operands) — located errors, never a silent wrong output."""
 
 from __future__ import annotations
 
+from ..dialects.optimizers import BETA_POW, GRAD, LR, PARAM, STATE, optimizer_sig
 from ..ir.core import Block, Operation, Program, Value
-from ..ir.dist import OperationDistAttr, TensorDistAttr, VecDistAttr
-from ..ir.types import DistTensorType, VectorType
+from ..ir.dist import OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr
+from ..ir.types import DenseTensorType, DistTensorType, VectorType
 from ..syntax.diagnostics import DiagnosticError
+
+INT64_MAX = (1 << 63) - 1
+# operands an optimizer update cannot do without (<<NULL VALUE>> is Paddle's absent optional:
+# master weights, skip_update, moment2_max without amsgrad)
+REQUIRED = {PARAM, GRAD, LR, STATE, BETA_POW}
+OPTIONAL_STATES = {"moment2_max"}
+ROLE_NAMES = {PARAM: "the parameter", GRAD: "its gradient", LR: "the learning rate", STATE: "an optimizer state",
+              BETA_POW: "a beta power accumulator"}
 
 
 def _fail(op: Operation, msg: str) -> DiagnosticError:
@@ -16,6 +27,94 @@ def _fail(op: Operation, msg: str) -> DiagnosticError:
 def verify(prog: Program) -> None:
     """Raise a located DiagnosticError on the first inconsistency."""
     _verify_block(prog.block, set(), set())
+    verify_values(prog)
+
+
+def verify_values(prog: Program) -> None:
+    """What parses but no program can hold, as a located error: a dim below -1 (-1 is Paddle's
+    unknown dim) or beyond int64, or a tensor of more than int64 elements; a mesh of no ranks, a
+    dim of 0 ranks, negative or repeated process ids; an optimizer update missing its parameter,
+    gradient, learning rate or a state (``<<NULL VALUE>>``).  Types and meshes are shared
+    objects: each is checked once."""
+    seen: set[int] = set()
+    for op in prog.walk():
+        for kind, values in (("result", op.results), ("operand", op._operands)):
+            for i, v in enumerate(values):
+                if v is not None and id(v._type) not in seen:
+                    seen.add(id(v._type))
+                    _check_type(op, f"{kind}({i})", v._type, seen)
+        d = op.attrs.get("op_dist_attr")
+        if isinstance(d, OperationDistAttr) and id(d) not in seen:
+            seen.add(id(d))
+            _check_mesh(op, "op_dist_attr", d.mesh, seen)
+            for kind, entries in (("operand", d.operands), ("result", d.results)):
+                for i, e in enumerate(entries):
+                    for t in (e.items if isinstance(e, VecDistAttr) else (e,)):
+                        if isinstance(t, TensorDistAttr):
+                            _check_mesh(op, f"op_dist_attr {kind}({i})", t.mesh, seen)
+        sig = optimizer_sig(op)
+        if sig is not None:
+            _check_optimizer(op, sig)
+
+
+def _check_type(op: Operation, where: str, t, seen: set[int]) -> None:
+    if isinstance(t, VectorType):
+        for k, e in enumerate(t.elements):
+            _check_type(op, f"{where}[{k}]", e, seen)
+        return
+    if not isinstance(t, (DenseTensorType, DistTensorType)):
+        return
+    n = 1
+    for d in t.shape:
+        if d < -1:
+            raise _fail(op, f"{where} has type {_short(t)}: dim {d} is negative (-1, an unknown dim, is the "
+                            "only negative dim)")
+        if d > INT64_MAX:
+            raise _fail(op, f"{where} has type {_short(t)}: dim {d} is beyond int64")
+        n *= max(d, 1)
+    if n > INT64_MAX:
+        raise _fail(op, f"{where} has type {_short(t)}: {n} elements, beyond int64")
+    if isinstance(t, DistTensorType):
+        _check_mesh(op, f"{where} type", t.dist.mesh, seen)
+
+
+def _check_mesh(op: Operation, where: str, mesh: ProcessMesh, seen: set[int]) -> None:
+    if id(mesh) in seen:
+        return
+    seen.add(id(mesh))
+    if not mesh.shape and not mesh.process_ids:  # no mesh given (an entry without one)
+        return
+    ids = mesh.process_ids
+    shown = f"mesh_shape:{list(mesh.shape)},process_ids:[{','.join(map(str, ids[:8]))}{',...' if len(ids) > 8 else ''}]"
+    if not ids or any(s < 1 for s in mesh.shape):
+        raise _fail(op, f"{where}: a mesh of no ranks ({shown}): every mesh dim holds at least one rank")
+    if min(ids) < 0 or max(ids) > INT64_MAX:
+        raise _fail(op, f"{where}: process id {min(ids) if min(ids) < 0 else max(ids)} in {shown}: "
+                        "process ids are from 0 to int64's largest")
+    if len(set(ids)) != len(ids):
+        dup = _first_repeat(ids)
+        raise _fail(op, f"{where}: process id {dup} appears twice in {shown} (a rank is one place of a mesh)")
+
+
+def _first_repeat(ids) -> int:
+    seen: set[int] = set()
+    for p in ids:
+        if p in seen:
+            return p
+        seen.add(p)
+    return -1
+
+
+def _check_optimizer(op: Operation, sig) -> None:
+    for i, (role, name) in enumerate(sig.operands):
+        if role in REQUIRED and name not in OPTIONAL_STATES and i < len(op._operands) and op._operands[i] is None:
+            raise _fail(op, f"operand {i} ({name}: {ROLE_NAMES[role]}) is <<NULL VALUE>>: the update "
+                            "cannot do without it")
+
+
+def _short(t) -> str:
+    text = str(t)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _verify_block(block: Block, visible: set[int], fits: set) -> None:

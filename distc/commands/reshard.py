@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 import re
 import sys
+from math import prod
 
 import click
 
+from ..analysis.verify import INT64_MAX
 from ..dialects import ops
-from ..driver import (WARNINGS, check_pattern, err_console, program_option, read_text, reporting, warn,
+from ..driver import (WARNINGS, check_pattern, check_values, err_console, program_option, read_text, reporting, warn,
                       warn_unknown_ops)
 from ..outputs import Outputs
 from ..syntax.diagnostics import DiagnosticError
@@ -34,6 +36,9 @@ Examples:
   distc reshard --from s0 --to r --mesh-ids 0,1 --to-mesh-ids 2,3 --all-ranks
   distc reshard --from p --to s1 --shape 5x7 --all-ranks --verify
 """
+
+
+MAX_RANKS = 1 << 20  # the explorer's meshes (a whole program's are as big as it says)
 
 
 def _ints(text: str | None, what: str, sep: str = ",") -> list[int] | None:
@@ -59,6 +64,8 @@ def _mesh(shape_text, ids_text, what: str, default=None):
         shape = [len(ids)]
     if any(s < 1 for s in shape):
         raise click.BadParameter(f"--{what}: dims must be positive")
+    if prod(shape) > MAX_RANKS or any(i < 0 or i > INT64_MAX for i in ids or ()):
+        raise click.BadParameter(f"--{what}: at most {MAX_RANKS:,} ranks, process ids from 0 to int64's largest")
     return make_mesh(shape, ids)
 
 
@@ -138,6 +145,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         from ..analysis.cost import program_ranks, require_rank
 
         before = parse_program(source, filename, program)
+        check_values(before, filename, source)
         if not explorer:
             warn_unknown_ops(before)
             if not any(op.name == ops.RESHARD for op in before.walk()):
@@ -205,6 +213,8 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, cosh
     dims = _ints(shape, "--shape", sep="x")
     if any(d < 1 for d in dims):
         raise click.BadParameter("--shape: dims must be positive")
+    if prod(dims) > INT64_MAX:
+        raise click.BadParameter("--shape: more elements than int64 holds")
     try:
         sp = parse_placements(src, m_from.ndim)
         dp = parse_placements(dst, m_to.ndim)

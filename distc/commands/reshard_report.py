@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 
 from ..analysis.cost import human_bytes
-from ..ir.dist import layout_name
+from ..ir.dist import layout_name, ranks_text
 from .shard_ranks import format_ranks, spread
 
 PER_RANK_ROWS = 16
 
 
 def _group(ranks) -> str:
-    return "[" + ",".join(map(str, ranks)) + "]"
+    return ranks_text(ranks)
 
 
 def collective_rows(ctx) -> list[dict]:
@@ -95,6 +95,9 @@ def _rings(ctx) -> list:
 
 def _ring_table(ctx) -> str:
     rings = _rings(ctx)
+    if len(rings) > PER_RANK_ROWS:  # (Paddle makes a ring for every group of a mesh dim: 256 on 256x256)
+        shown = [f"{i}={_group(g)}" for i, g in rings[:3]] + ["...", f"{rings[-1][0]}={_group(rings[-1][1])}"]
+        return f"ring ids ({len(rings)} rings; --json lists them): " + ", ".join(shown)
     return "ring ids: " + ", ".join(f"{i}={_group(g)}" for i, g in rings) if rings else ""
 
 

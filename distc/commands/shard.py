@@ -24,6 +24,7 @@ from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of,
 from ..driver import (check_pattern, err_console, load, program_option, read_text, reporting, warn,
                       warn_unknown_ops)
 from ..ir.core import Program
+from ..ir.dist import ranks_text
 from ..outputs import Outputs
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..syntax.diagnostics import DiagnosticError
@@ -77,7 +78,7 @@ def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stag
         for c in colls:
             agg.setdefault((c.kind, c.ranks), []).append(c.moved)
         for (kind, group), sizes in sorted(agg.items()):
-            t.add_row(kind, "[" + ",".join(map(str, group)) + "]", str(len(sizes)),
+            t.add_row(kind, ranks_text(group), str(len(sizes)),
                       f"{sum(sizes)} B" if sum(sizes) < 1024 else f"{human(sum(sizes))} ({sum(sizes)} B)")
         if not agg:
             t.add_row("(none)", "", "0", "0")

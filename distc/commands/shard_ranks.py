@@ -83,13 +83,15 @@ def select_ranks(known: list[int], wanted: list[range] | None, filename: str | N
                 bad.append(range(lo, k))
             lo = k + 1
     if bad:
-        many = len(bad) > 1 or len(bad[0]) > 1
-        names = ", ".join(", ".join(map(str, b)) if len(b) <= 2 else f"{b.start}-{b.stop - 1}" for b in bad[:20])
+        # (range sizes by subtraction: len() of 0-99999999999999999999 overflows)
+        many = len(bad) > 1 or bad[0].stop - bad[0].start > 1
+        names = ", ".join(", ".join(map(str, b)) if b.stop - b.start <= 2 else f"{b.start}-{b.stop - 1}"
+                          for b in bad[:20])
         raise DiagnosticError(f"rank{'s' * many} {names}{', ...' if len(bad) > 20 else ''} "
                               f"{'are' if many else 'is'} in none of the program's meshes (ranks "
                               f"{', '.join(map(str, known)) if len(known) <= 16 else format_ranks(known)})",
                               filename=filename)
-    return sorted({r for rg in wanted for r in rg})
+    return [k for k in known if any(k in rg for rg in wanted)]
 
 
 def default_jobs() -> int:

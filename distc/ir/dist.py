@@ -39,15 +39,24 @@ class ProcessMesh:
         return len(self.shape)
 
     @property
+    def ids_text(self) -> str:
+        """``0,1,2,3``: the process ids as printed (once a mesh: a mesh of 100,000 ranks prints often)."""
+        return _memo(self, "ids_text", lambda: _ints(self.process_ids))
+
+    @property
     def size(self) -> int:
         return len(self.process_ids)
 
     def __contains__(self, rank: object) -> bool:
-        return rank in self.process_ids
+        return rank in self._index()
+
+    def _index(self) -> dict[int, int]:
+        """process id -> its place in ``process_ids`` (once a mesh: membership in O(1))."""
+        return _memo(self, "index", lambda: {p: i for i, p in enumerate(self.process_ids)})
 
     def coord(self, rank: int) -> tuple[int, ...]:
         """The rank's coordinate in the mesh (row-major)."""
-        idx = _memo(self, "index", lambda: {p: i for i, p in enumerate(self.process_ids)})[rank]
+        idx = self._index()[rank]
         out = []
         for s in reversed(self.shape):
             out.append(idx % s)
@@ -70,12 +79,18 @@ class ProcessMesh:
         return ProcessMesh((self.shape[dim],), tuple(ids))
 
     def sub_meshes(self, dim: int) -> list["ProcessMesh"]:
-        """Every 1-D group along ``dim``, in Paddle's order (by the remaining coordinates)."""
-        seen: dict[tuple[int, ...], ProcessMesh] = {}
-        for r in self.process_ids:
-            m = self.sub_mesh(dim, r)
-            seen.setdefault(m.process_ids, m)
-        return list(seen.values())
+        """Every 1-D group along ``dim``, in Paddle's order (by the remaining coordinates, row-major):
+        strided slices of the row-major ids, linear in the mesh size."""
+        return list(_memo(self, ("sub_meshes", dim), lambda: self._sub_meshes(dim)))
+
+    def _sub_meshes(self, dim: int) -> tuple["ProcessMesh", ...]:
+        n = self.shape[dim]
+        inner = 1
+        for s in self.shape[dim + 1:]:
+            inner *= s
+        ids = self.process_ids
+        return tuple(ProcessMesh((n,), ids[base + i: base + n * inner: inner])
+                     for base in range(0, len(ids), n * inner) for i in range(inner))
 
 
 EMPTY_MESH = ProcessMesh((), ())
@@ -305,7 +320,7 @@ class TensorDistAttr:
             return f"dims_maping:[{_ints(self.dims_mapping)}]"
         parts = [f"mesh_shape:[{_ints(self.mesh.shape)}]"]
         if form != "nopids":
-            parts.append(f"process_ids:[{_ints(self.mesh.process_ids)}]")
+            parts.append(f"process_ids:[{self.mesh.ids_text}]")
         parts.append(f"dims_mappings:[{_ints(self.dims_mapping)}]")
         text = ",".join(parts)
         if self.partial:
@@ -322,9 +337,27 @@ class TensorDistAttr:
         return layout_name(self)
 
 
+SHOWN_RANKS = 16  # reports list at most this many ranks of a group or mesh, then summarise
+
+
+def ranks_text(ids, limit: int = SHOWN_RANKS) -> str:
+    """``[0,1,2,3]``; over ``limit`` ranks a summary a report line can hold: ``[0,1,...,99999]
+    (100000 ranks)`` (evenly spaced), else the first and last few and the count."""
+    ids = list(ids)
+    if len(ids) <= limit:
+        return "[" + ",".join(map(str, ids)) + "]"
+    step = ids[1] - ids[0]
+    if step > 0 and all(b - a == step for a, b in zip(ids, ids[1:])):
+        return f"[{ids[0]},{ids[1]},...,{ids[-1]}] ({len(ids)} ranks)"
+    return f"[{','.join(map(str, ids[:3]))},...,{ids[-1]}] ({len(ids)} ranks)"
+
+
 def mesh_text(mesh: ProcessMesh) -> str:
-    """``[0,1]``, ``[[0,1],[2,3]]``: the mesh as nested lists."""
+    """``[0,1]``, ``[[0,1],[2,3]]``: the mesh as nested lists (over 16 ranks, summarised:
+    ``[0,1,...,65535] (65536 ranks) as 256x256``)."""
     ids = list(mesh.process_ids)
+    if len(ids) > SHOWN_RANKS:
+        return ranks_text(ids) + (f" as {'x'.join(map(str, mesh.shape))}" if mesh.ndim > 1 else "")
 
     def nest(shape, flat):
         if len(shape) <= 1:
@@ -413,7 +446,7 @@ class OperationDistAttr:
         return text
 
     def _format(self, placements: bool | None) -> str:
-        parts = [f"mesh:{{shape:[{_ints(self.mesh.shape)}],process_ids:[{_ints(self.mesh.process_ids)}]}}"]
+        parts = [f"mesh:{{shape:[{_ints(self.mesh.shape)}],process_ids:[{self.mesh.ids_text}]}}"]
         for i, e in enumerate(self.operands):
             parts.append(f"operand({i}):{{{e.format(placements=placements)}}}")
         for i, e in enumerate(self.results):
@@ -452,4 +485,4 @@ def _memo(obj, key, compute):
 
 
 def _ints(xs: Iterable[int]) -> str:
-    return ",".join(str(x) for x in xs)
+    return ",".join(map(str, xs))

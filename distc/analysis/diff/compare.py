@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ...ir.attrs import StrAttr
 from ...ir.core import Operation, Program, Value
-from ...ir.dist import OperationDistAttr, placements_name
+from ...ir.dist import OperationDistAttr, placements_name, ranks_text
 from ...ir.types import DistTensorType
 from .align import align
 
@@ -323,7 +323,7 @@ def merge_changes(changes: list[Change]) -> list[Change]:
 
 
 def _mesh(m) -> str:
-    ids = "[" + ",".join(map(str, m.process_ids)) + "]"
+    ids = ranks_text(m.process_ids)
     return ids if len(m.shape) <= 1 else f"{ids} as {'x'.join(map(str, m.shape))}"
 
 

@@ -60,10 +60,14 @@ def split_mesh(mesh: ProcessMesh, dim: int) -> list[ProcessMesh]:
 
 @functools.lru_cache(maxsize=1024)
 def _split_mesh(mesh: ProcessMesh, dim: int) -> tuple[ProcessMesh, ...]:
-    # one pass over the ranks (a 512-rank explorer run asks this once per rank and mesh dim)
-    groups: list[list[int]] = [[] for _ in range(mesh.shape[dim])]
-    for r in mesh.process_ids:
-        groups[mesh.coord(r)[dim]].append(r)
+    # slices of the row-major ids (linear in the mesh size; asked once per rank and mesh dim)
+    n = mesh.shape[dim]
+    inner = 1
+    for s in mesh.shape[dim + 1:]:
+        inner *= s
+    ids = mesh.process_ids
+    groups = [[p for base in range(0, len(ids), n * inner) for p in ids[base + k * inner: base + (k + 1) * inner]]
+              for k in range(n)]
     shape = tuple(1 if k == dim else s for k, s in enumerate(mesh.shape))
     return tuple(ProcessMesh(shape, tuple(ids)) for ids in groups)
 
@@ -82,8 +86,8 @@ def sub_mesh_dim(global_mesh: ProcessMesh, sub: ProcessMesh) -> int:
     if global_mesh.ndim < 1:
         return -1
     for d in range(global_mesh.ndim):
-        if global_mesh.shape[d] < 2:
-            continue
+        if global_mesh.shape[d] < 2 or sub.size * global_mesh.shape[d] != global_mesh.size:
+            continue  # (each piece holds size / shape[d] ranks: no need to cut the mesh)
         for piece in split_mesh(global_mesh, d):
             if piece.process_ids != sub.process_ids:
                 continue

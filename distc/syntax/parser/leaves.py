@@ -70,7 +70,19 @@ _PLACEMENT = re.compile(r"Shard\(dim=(\d+)\)|Replicate\(\)|Partial\(reduce_type=
 
 
 def _ints_of(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",")) if text else ()
+    return tuple(map(int, text.split(","))) if text else ()
+
+
+def _mesh_of(shape: str, ids: str, known: dict | None = None) -> ProcessMesh:
+    """The mesh of a spelling (``known``: meshes already read in this value, by spelling: an op's
+    entries repeat its mesh, and a mesh of 100,000 ranks is 600 KB of text)."""
+    if known is None:
+        return ProcessMesh(_ints_of(shape), _ints_of(ids))
+    key = (shape, ids)
+    mesh = known.get(key)
+    if mesh is None:
+        mesh = known[key] = ProcessMesh(_ints_of(shape), _ints_of(ids))
+    return mesh
 
 
 _TDIST = re.compile(
@@ -79,12 +91,12 @@ _TDIST = re.compile(
 )
 
 
-def _fast_tdist(m) -> "TensorDistAttr | None":
+def _fast_tdist(m, known: dict | None = None) -> "TensorDistAttr | None":
     """A tensor dist attr from a ``_TDIST`` match (``None``: let the grammar decide)."""
 
     mshape, pids, dm, partial, pl = m.groups()
     try:
-        mesh = ProcessMesh(_ints_of(mshape), _ints_of(pids))
+        mesh = _mesh_of(mshape, pids, known)
     except ValueError:
         return None
     dmap = _ints_of(dm)
@@ -120,6 +132,7 @@ def _fast_type_list(text: str):
     out = []
     pos = 0
     n = len(text)
+    known: dict = {}
     while pos < n:
         m = _TYPE.match(text, pos)
         if m is None:
@@ -134,7 +147,7 @@ def _fast_type_list(text: str):
         else:
             dims = tuple(int(x) for x in dshape[:-1].split("x")) if dshape else ()
             tm = _TDIST.fullmatch(text, m.start(3) - len("mesh_shape:["), m.end(7) if m.group(7) else m.end(6))
-            attr = _fast_tdist(tm) if tm is not None else None
+            attr = _fast_tdist(tm, known) if tm is not None else None
             if attr is None or len(attr.dims_mapping) != len(dims) or not attr.mesh.shape:
                 return None
             out.append(DistTensorType(dims, ddtype, attr))
@@ -155,8 +168,9 @@ def _fast_op_dist(text: str):
     m = _OD.fullmatch(text)
     if m is None:
         return None
+    known: dict = {}
     try:
-        mesh = ProcessMesh(_ints_of(m.group(1)), _ints_of(m.group(2)))
+        mesh = _mesh_of(m.group(1), m.group(2), known)
     except ValueError:
         return None
     lists: dict[str, list] = {"operand": [], "result": []}
@@ -182,7 +196,7 @@ def _fast_op_dist(text: str):
             tm = _TDIST.match(body, pos)
             if tm is None:
                 return None
-            a = _fast_tdist(tm)
+            a = _fast_tdist(tm, known)
             if a is None:
                 return None
             items.append(a)
