@@ -4,7 +4,11 @@ Layers, bottom-up (each imports only from itself and below; ``tests/test_layers.
 ``ir`` (programs, types, dist attributes, builder) -> ``syntax`` (parser, printer) ->
 ``dialects`` (Paddle's op names, collectives, optimizer table, SPMD rules) -> ``analysis``
 (verifier, cost, memory, simulator, diff) -> ``passes`` (one file a pass; ``passes.paddle_api`` the
-one op builder) -> ``commands`` / ``cli`` / ``driver``.
+one op builder) -> ``pipeline`` (the library's shard pipeline) -> ``commands`` / ``cli`` / ``driver``.
+
+This module is the library's face: ``distc.parse``, ``distc.print_program`` and ``distc.shard``
+(:func:`distc.pipeline.shard`; ``shard_ranks``, ``ShardOptions``, ``ShardPipeline`` with it),
+the pipeline imported when first used, so that reading and printing programs costs no passes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,17 @@ from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse
 from .syntax.printer import print_program
 
+_PIPELINE = ("RankResult", "ShardOptions", "ShardPipeline", "ShardResult", "shard", "shard_ranks")
+
 __all__ = [
     "Block", "BlockArgument", "DiagnosticError", "Operation", "OpResult", "Program", "Region", "Value",
-    "parse", "print_program", "__version__",
+    "parse", "print_program", "__version__", *_PIPELINE,
 ]
+
+
+def __getattr__(name: str):
+    if name in _PIPELINE:
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'distc' has no attribute {name!r}")

@@ -233,15 +233,13 @@ def _timing_table(rows: list[tuple[str, float]]) -> None:
 @main.command("passes")
 def list_passes() -> None:
     """List the registered passes and their options."""
-    import dataclasses
-
     from .passes import load_passes
-    from .passes.base import REGISTRY
+    from .passes.base import REGISTRY, option_fields
 
     load_passes()
     for name in sorted(REGISTRY):
         cls = REGISTRY[name]
-        opts = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(cls))
+        opts = ", ".join(f"{f.name}={f.default!r}" for f in option_fields(cls))
         click.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
 
 

@@ -121,6 +121,16 @@ def load(path: str, program: int | None = None) -> Program:
     return prog
 
 
+def load_kept(path: str, sources: dict[str, str], program: int | None = None) -> Program:
+    """:func:`load`, the text kept in ``sources`` (file name -> text: where errors are located)."""
+    text = read_text(path)
+    name = "<stdin>" if path == "-" else path
+    sources[name] = text
+    prog = parse_text(text, name, program)
+    check_values(prog, name, text)
+    return prog
+
+
 def check_values(prog: Program, name: str, text: str | None) -> None:
     """The verifier's value checks (shapes, meshes, optimizer operands) on an input, located."""
     from .analysis.verify import verify_values
@@ -165,29 +175,12 @@ def warn(text: str) -> None:
 def warn_unknown_ops(prog: Program, note: str | None = "distc passes it through unchanged") -> int:
     """Before a pass rewrites ``prog``: ``file:line:col: warning:`` (the line, a caret under the
     name) for each op name Paddle 3.3.1 does not have, once a name; the count of such names."""
-    from .dialects.known_ops import unknown_message, unknown_ops
+    from .dialects.known_ops import unknown_op_warnings
 
-    bad = unknown_ops(prog)
-    for k, (name, uses) in enumerate(bad.items()):
-        if k == 10:  # a program of some other op set: name a few, count the rest
-            warn(f"{prog.filename or '<input>'}: warning: {len(bad) - k} more op names Paddle 3.3.1 does not "
-                 f"have: {', '.join(repr(n) for n in list(bad)[k:k + 5])}{', ...' if len(bad) > k + 5 else ''}")
-            break
-        op = uses[0]
-        line, col = op.loc or (None, None)
-        src = op.src.split("\n", 1)[0] if op.src else None
-        if src is not None and line is not None:
-            at = src.find(f'"{name}"')
-            col = at + 2 if at >= 0 else col
-        notes = [f"also used at line{'s' * (len(uses) > 2)} "
-                 + ", ".join(str(u.loc[0]) for u in uses[1:6] if u.loc) + (", ..." if len(uses) > 6 else "")
-                 ] if len(uses) > 1 else []
-        notes += [note] if note else []
-        w = DiagnosticError(unknown_message(name), line, col, filename=prog.filename, notes=notes,
-                            source=None if src is None or line is None else "\n" * (line - 1) + src,
-                            severity="warning")
-        warn(w.render())
-    return len(bad)
+    ws = unknown_op_warnings(prog, note)
+    for w in ws:
+        warn(w.render() if isinstance(w, DiagnosticError) else w)
+    return len(ws)
 
 
 def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks") -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import distc
-from distc.analysis.cost import bytes_moved, collectives_in, human_bytes, summarize
+from distc.analysis.cost import bytes_moved, collectives_in, human_bytes, totals
 from distc.passes.reshard import (
     ReshardFunction, RingAllocator, candidates, choose, functions, lower_program, lower_reshard,
     reshard_function, unregister,
@@ -288,7 +288,8 @@ def test_cost_from_records_and_from_scan_agree():
     scan = collectives_in(p, 0, rings={v: k for k, v in res.rings.groups.items()})
     assert [(c.kind, c.ranks, c.moved) for c in recs] == [(c.kind, c.ranks, c.moved) for c in scan]
     assert [c.moved for c in recs] == [4 * 6 * 4, 4 * 12 * 4]
-    assert summarize(recs)["moved"] == 96 + 192
+    assert sum(t["bytes_sent"] for t in totals(recs).values()) == 96 + 192
+    assert totals(recs) == totals(scan) and totals(recs, by_group=True) == totals(scan, by_group=True)
 
 
 def test_paddles_failures_decline():

@@ -6,7 +6,7 @@ its byte model ("bytes moved" = what one rank sends with the usual ring algorith
 
 The reshard pass records a ``Collective`` for each op it inserts (``PassContext.collectives``);
 :func:`collectives_in` finds the collectives of any program (already lowered by distc or by
-Paddle) by scanning its ops, and :func:`summarize` totals either.
+Paddle) by scanning its ops (``distc diff``), and :func:`totals` totals either.
 """
 
 from __future__ import annotations
@@ -54,15 +54,21 @@ def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> 
     return out
 
 
-def summarize(collectives: list) -> dict:
-    """Totals per kind and overall (bytes sent by this rank)."""
-    tot: dict[str, dict] = {}
+def totals(collectives, *, by_group: bool = False) -> dict:
+    """Count and bytes sent of the collectives a rank runs (records with ``runs``), per kind, or
+    with ``by_group`` per (kind, group ranks); sorted by key.  The one totalling of ``shard``,
+    ``diff`` and their ``--json``: ``{"all_gather": {"count": 6, "bytes_sent": 1312}, ...}``."""
+    out: dict = {}
     for c in collectives:
-        t = tot.setdefault(c.kind, {"count": 0, "moved": 0})
+        if not c.runs:
+            continue
+        key = (c.kind, c.ranks) if by_group else c.kind
+        t = out.get(key)
+        if t is None:
+            t = out[key] = {"count": 0, "bytes_sent": 0}
         t["count"] += 1
-        t["moved"] += c.moved
-    return {"by_kind": tot, "count": sum(t["count"] for t in tot.values()),
-            "moved": sum(t["moved"] for t in tot.values())}
+        t["bytes_sent"] += c.moved
+    return dict(sorted(out.items()))
 
 
 def sent_to(c: Collective) -> dict[int, int]:
@@ -81,10 +87,11 @@ def sent_to(c: Collective) -> dict[int, int]:
     return {r: share + (i < extra) for i, r in enumerate(others)}
 
 
-def human_bytes(n: int) -> str:
-    """``96 B``, ``1.5 KiB``, ``3.0 MiB``."""
+def human_bytes(n: float) -> str:
+    """``96 B``, ``1.5 KiB``, ``3.0 MiB``: the one byte formatter of every report (whole bytes
+    below 1 KiB, also for a float: a chart's axis)."""
     if abs(n) < 1024:
-        return f"{n} B"
+        return f"{int(n)} B"
     x = float(n)
     for unit in ("KiB", "MiB", "GiB", "TiB"):
         x /= 1024

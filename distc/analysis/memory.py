@@ -180,13 +180,3 @@ def activations_of(types: list[object], rank: int) -> int:
         if id(t) not in sizes:
             sizes[id(t)] = type_bytes(t, rank)
     return sum(sizes[id(t)] for t in types)
-
-
-def human(n: int) -> str:
-    """1536 -> '1.5 KiB' (exact bytes below 1 KiB)."""
-    x = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            return f"{int(x)} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{n} B"

@@ -89,7 +89,7 @@ def decisions(ctx) -> list[dict]:
 
 
 def _rings(ctx) -> list:
-    rings = ctx.stats.ring_allocator
+    rings = ctx.rings
     return list(rings.table()) if rings is not None and rings.groups else []
 
 

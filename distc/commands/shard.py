@@ -1,85 +1,43 @@
-"""``distc shard``: ZeRO (stage 1) of a distributed main program, and of its startup program,
+"""``distc shard``: ZeRO (stages 0-3) of a distributed main program, and of its startup program,
 end to end as Paddle 3.3.1's auto-parallel engine does it.
 
-Pipeline (each step a pass; ``--explain`` prints them and what they decided):
-
-    shard-optimizer{stage,axis,mesh_dims}     retype optimizer states, update op dist attrs
-    [--annotate-only stops here]
-    partition                                 dist_op.reshard where layouts differ
-    reshard{rank}                             reshards -> collectives for one rank
-    [--dense:] remove-other-rank{rank}, dist-to-dense{rank}
-
-``--startup`` additionally runs ``shard-startup`` on the startup program (initialise each sharded
-state at its global shape, slice this rank's piece, lower to dense).
+The work is the library's shard pipeline (:mod:`distc.pipeline.shard`: its passes, what is done
+once and what per rank); this command reads the inputs, calls it, writes the outputs (all or
+none) and prints the summary (``--explain``: the passes run and what they decided; ``--json``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import click
 
-from ..analysis.cost import collectives_in, program_ranks, require_rank
-from ..analysis.memory import MemoryReport, OptimizerOperands, human, memory_of, optimizer_operands
-from ..driver import (check_pattern, err_console, load, program_option, read_text, reporting, warn,
-                      warn_unknown_ops)
+from ..analysis.cost import human_bytes, require_rank
+from ..driver import check_pattern, err_console, load_kept, program_option, reporting, warn
 from ..ir.core import Program
 from ..ir.dist import ranks_text
 from ..outputs import Outputs
-from ..passes.base import ModulePass, PassContext, PassManager
-from ..syntax.diagnostics import DiagnosticError
-from .shard_inputs import check_main, check_sharding_degree, check_startup
+from ..pipeline import RankResult, ShardOptions, ShardPipeline
+from ..syntax.diagnostics import Diagnostics
 from .shard_ranks import check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
 
 
-def _run(passes: list[ModulePass], prog: Program, ctx: PassContext, path: str, verify_each: bool = False,
-         final_verify: bool = False) -> None:
-    from ..analysis.verify import verify
-
-    pm = PassManager(passes, verify_each=verify_each)
-    try:
-        pm.run(prog, ctx)
-        if final_verify and not verify_each:
-            verify(prog)
-    except DiagnosticError as e:
-        src = None
-        if path != "-":
-            try:
-                src = read_text(path)
-            except DiagnosticError:
-                src = None
-        raise e.located(prog.filename or path, src) from None
-
-
-def _reshard_pass(rank: int) -> ModulePass:
-    from ..passes import load_passes
-    from ..passes.base import REGISTRY
-
-    load_passes()
-    cls = REGISTRY.get("reshard")
-    if cls is None:
-        raise DiagnosticError("the 'reshard' pass (dist_op.reshard -> collectives) is not available in "
-                              "this build of distc; use --annotate-only, or `distc opt -p partition`")
-    return cls(rank=rank)  # type: ignore[call-arg]
-
-
-def _summary(before: MemoryReport, after: MemoryReport, colls: list | None, stage: int,
-             axis, rank: int) -> None:
+def _summary(res: RankResult, stage: int, axis) -> None:
     from rich.table import Table
 
     con = err_console()
-    if colls is not None:
+    rank, before, after = res.rank, res.memory_before, res.memory_after
+    assert before is not None and after is not None
+    human = human_bytes
+    if res.collectives is not None:
         t = Table(title=f"collectives inserted (rank {rank})")
         t.add_column("kind")
         t.add_column("group")
         t.add_column("count", justify="right")
         t.add_column("bytes sent by this rank", justify="right")
-        agg: dict[tuple[str, tuple[int, ...]], list[int]] = {}
-        for c in colls:
-            agg.setdefault((c.kind, c.ranks), []).append(c.moved)
-        for (kind, group), sizes in sorted(agg.items()):
-            t.add_row(kind, ranks_text(group), str(len(sizes)),
-                      f"{sum(sizes)} B" if sum(sizes) < 1024 else f"{human(sum(sizes))} ({sum(sizes)} B)")
+        agg = res.totals(by_group=True)
+        for (kind, group), x in agg.items():
+            n = x["bytes_sent"]
+            t.add_row(kind, ranks_text(group), str(x["count"]),
+                      f"{n} B" if n < 1024 else f"{human(n)} ({n} B)")
         if not agg:
             t.add_row("(none)", "", "0", "0")
         con.print(t)
@@ -143,8 +101,6 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
     MAIN is the dist-typed training program Paddle dumps just before apply_partition_pass (its
     optimizer ops included); --startup takes the 'startup_after_remove' dump.  The rank's program
     goes to stdout (or -o), the summary to stderr."""
-    from ..passes import load_passes
-
     with reporting(), Outputs(inputs=[main_file]) as out:
         if (startup is None) != (startup_out is None):
             raise click.UsageError("--startup and --startup-out go together")
@@ -166,11 +122,15 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             if output in (None, "-") and startup_out == "-":
                 raise click.UsageError("the main and the startup program cannot both go to stdout")
             targets = (out.add("-o", output or "-"), out.add("--startup-out", startup_out))
-        load_passes()
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
-        prog = load(main_file, program)
-        warn_unknown_ops(prog)
-        known = program_ranks(prog)
+        opts = ShardOptions(stage=stage, axis=axis, mesh_dims=dims, amp=amp, annotate_only=annotate_only,
+                            dense=dense, verify_each=verify_each)
+        sources: dict[str, str] = {}
+        pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
+                             diagnostics=Diagnostics(sink=warn))
+        prog = pipe.program
+        pipe.warn_unknown_ops()
+        known = pipe.ranks()
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
             # every output planned (checked, and against every input) before any work
@@ -180,126 +140,75 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         else:
             rank = 0 if rank is None else rank
             require_rank(prog, rank, known=known)
-        for r in ranks if many else [rank]:
+            ranks = [rank]
+        for r in ranks:
             out.add_input(startup_path(startup, r))
-        check_main(prog, prog.filename or main_file, stage, warn)
-        sprogs = _check_startups(startup, prog, ranks if many else [rank], warn) if startup is not None else {}
-        if prove:
-            _prove(main_file, startup, stage, amp, axis, dims, output if many else None, program, sprogs)
-        sh = _prepare(prog, main_file, startup, stage, amp, axis, dims, annotate_only, verify_each)
-        sh.sprogs = sprogs
-        if stage >= 1:
-            check_sharding_degree(prog, sh.ctx.stats.sharding_axis, dims, prog.filename or main_file, warn)
+        pipe.check_main()
+        if startup is not None:
+            pipe.startup = _load_startups(startup, ranks, pipe.ctx.sources)
+            pipe.check_startups(ranks)
+        serial = prog.clone() if prove else None  # MAIN as given, for the proof
+        pipe.prepare()
+        if serial is not None:
+            _prove(pipe, serial, output if many else None, main_file)
         if many:
-            results = run_ranks(sh, ranks, jobs, out, targets,
-                                lambda r: _lower(sh, r, annotate_only, dense, verify_each))
+            result = run_ranks(pipe, ranks, jobs, out, targets)
             if explain and not as_json:
-                _explain(sh, results)
+                _explain(pipe, result.ranks)
             if as_json:
-                summary_json(sh, stage, {r: {
-                    "rank": r, "collectives": x["collectives"], "bytes_sent": x["bytes_sent"],
-                    "memory": {"before": {"optimizer_states": x["states_before"], "total": x["memory_before"]},
-                               "after": {"optimizer_states": x["states_after"], "total": x["memory_after"]}},
-                    "saved": x["memory_before"] - x["memory_after"]} for r, x in results.items()},
-                    [n for x in results.values() for n in x["notes"]])
+                summary_json(pipe, stage, {r: {
+                    "rank": r, "collectives": None if x.collectives is None else len(x.collectives),
+                    "bytes_sent": x.bytes_sent,
+                    "memory": {"before": {"optimizer_states": x.memory_before.states, "total": x.memory_before.total},
+                               "after": {"optimizer_states": x.memory_after.states, "total": x.memory_after.total}},
+                    "saved": x.saved} for r, x in result.items()},
+                    [n for x in result.values() for n in x.notes])
             elif not quiet:
-                rank_summary(results, stage, sh.ctx.stats.sharding_axis)
+                rank_summary(result.ranks, stage, result.sharding_axis)
             return
         assert rank is not None
-        res = _lower(sh, rank, annotate_only, dense, verify_each)
+        res = pipe.lower(rank, copy=False)
         # everything is computed before anything is written: both outputs, or neither
         out.write(targets[0], res.text)
         if res.startup_text is not None:
             out.write(targets[1], res.startup_text)
         out.commit()
         if explain and not as_json:
-            _explain(sh, {rank: res})
+            _explain(pipe, {rank: res})
         if as_json:
-            summary_json(sh, stage, {rank: _rank_json(sh, rank, res)}, res.notes, res.ran)
+            summary_json(pipe, stage, {rank: _rank_json(res)}, res.notes, res.ran)
         elif not quiet:
-            _summary(memory_of(sh.before, rank), memory_of(sh.after, rank), res.colls, stage,
-                     sh.ctx.stats.sharding_axis, rank)
+            _summary(res, stage, pipe.ctx.stats.sharding_axis)
 
 
-def _rank_json(sh, rank: int, res) -> dict:
-    before, after = memory_of(sh.before, rank), memory_of(sh.after, rank)
-    kinds: dict[tuple, dict] = {}
-    for c in res.colls or []:
-        k = kinds.setdefault((c.kind, c.ranks), {"kind": c.kind, "group": list(c.ranks), "count": 0, "bytes_sent": 0})
-        k["count"] += 1
-        k["bytes_sent"] += c.moved
+def _load_startups(startup: str, ranks: list[int], sources: dict[str, str]) -> Program | dict[int, Program]:
+    """``--startup``: one program for every rank, or with ``{rank}`` each rank's own."""
+    if "{rank}" not in startup:
+        return load_kept(startup, sources)
+    return {r: load_kept(str(startup_path(startup, r)), sources) for r in ranks}
+
+
+def _rank_json(res: RankResult) -> dict:
+    before, after = res.memory_before, res.memory_after
+    assert before is not None and after is not None
     mem = {name: {"parameters": m.params, "gradients": m.grads, "optimizer_states": m.states, "total": m.total}
            for name, m in (("before", before), ("after", after))}
-    return {"rank": rank, "collectives": None if res.colls is None else len(res.colls),
-            "bytes_sent": None if res.colls is None else sum(c.moved for c in res.colls),
-            "by_group": [kinds[k] for k in sorted(kinds)], "memory": mem, "saved": before.total - after.total}
+    by_group = [{"kind": kind, "group": list(group), **x} for (kind, group), x in res.totals(by_group=True).items()]
+    return {"rank": res.rank, "collectives": None if res.collectives is None else len(res.collectives),
+            "bytes_sent": res.bytes_sent, "by_group": by_group, "memory": mem, "saved": res.saved}
 
 
-def summary_json(sh, stage: int, ranks: dict, notes: list[str], ran: list[str] = ()) -> None:
+def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str], ran: list[str] = ()) -> None:
     """``--json``: one line on stderr, the last one distc prints."""
     import json
     import sys
 
-    from ..driver import WARNINGS
-
+    sh = pipe.prepare()
     doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.sharding_axis,
            "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
-           "warnings": list(WARNINGS),
+           "warnings": pipe.diagnostics.warnings,
            "ranks": {str(r): x for r, x in sorted(ranks.items())}}
     sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
-
-
-@dataclass
-class _Shared:
-    """The rank-independent part of ``distc shard``: what every rank starts from."""
-
-    main_file: str
-    prog: Program
-    ctx: PassContext
-    before: OptimizerOperands
-    after: OptimizerOperands
-    layouts: dict
-    ran: list[str]
-    startup: str | None = None
-    sprog: Program | None = None
-    notes: list[str] = field(default_factory=list)  # what the shared passes noted
-    param_layouts: dict = field(default_factory=dict)  # parameters (stage 3 reshards them in startup)
-    sprogs: dict = field(default_factory=dict)  # rank -> its own startup program (--startup with {rank})
-    owners: dict = field(default_factory=dict)  # name -> ranks holding it (startup values of other ranks dropped)
-
-
-@dataclass
-class RankResult:
-    text: str
-    startup_text: str | None
-    colls: list | None
-    notes: list[str]
-    ran: list[str]
-    extra: dict = field(default_factory=dict)
-
-
-def _prepare(prog: Program, main_file: str, startup: str | None, stage: int, amp: bool, axis: str | None,
-             dims: tuple[str, ...], annotate_only: bool, verify_each: bool) -> _Shared:
-    """Shard-optimizer and partition (and parse the startup program): the rank-independent work."""
-    from ..passes.base import REGISTRY
-    from ..passes.shard_startup import persistable_layouts, persistable_ranks
-
-    sh = _Shared(main_file, prog, PassContext(), optimizer_operands(prog), [], {}, [], startup)
-    if stage >= 1:
-        p = REGISTRY["shard-optimizer"](stage=stage, axis=axis or "", mesh_dims=dims, amp=amp)  # type: ignore[call-arg]
-        _run([p], prog, sh.ctx, main_file, verify_each, final_verify=annotate_only)
-        sh.ran.append(p.spec())
-    sh.after = optimizer_operands(prog)
-    sh.layouts = persistable_layouts(prog)
-    sh.param_layouts = persistable_layouts(prog, params=True)
-    sh.owners = persistable_ranks(prog)
-    if not annotate_only:
-        _run([REGISTRY["partition"]()], prog, sh.ctx, main_file, verify_each)
-        sh.ran.append("partition")
-    if startup is not None and "{rank}" not in startup:
-        sh.sprog = load(startup)
-    sh.notes = list(sh.ctx.notes)
-    return sh
 
 
 def startup_path(startup: str | None, rank: int) -> str | None:
@@ -307,77 +216,16 @@ def startup_path(startup: str | None, rank: int) -> str | None:
     return startup.replace("{rank}", str(rank)) if startup is not None else None
 
 
-def _check_startups(startup: str, prog: Program, ranks: list[int], warn) -> dict[int, Program]:
-    """Check that the startup program initialises what each rank reads (the same warning for
-    several ranks is said once, naming them); with a ``{rank}`` pattern, each rank's own startup
-    program, returned (rank -> program)."""
-    import re
-
-    per_rank = "{rank}" in startup
-    sprogs = {r: load(str(startup_path(startup, r))) for r in (ranks if per_rank else ranks[:1])}
-    seen: dict[str, list[int]] = {}
-    for sprog in sprogs.values():
-        warn_unknown_ops(sprog)
-    for r in ranks:
-        sprog = sprogs[r if per_rank else ranks[0]]
-        path = str(startup_path(startup, r))
-        try:
-            check_startup(prog, sprog, sprog.filename or path, lambda m, r=r: seen.setdefault(
-                re.sub(rf"\brank {r} reads\b", "{who} read", m), []).append(r), rank=r)
-        except DiagnosticError as e:
-            raise e.located(path, read_text(path)) from None
-    for m, rs in seen.items():
-        warn(m.replace("{who}", f"rank{'s' * (len(rs) > 1)} {format_ranks(rs)}"))
-    return sprogs if per_rank else {}
-
-
-def _lower(sh: _Shared, rank: int, annotate_only: bool, dense: bool, verify_each: bool) -> RankResult:
-    """One rank's part, from the shared state (which it changes: a forked worker's own copy)."""
-    from ..passes.base import REGISTRY
-    from ..passes.shard_startup import shard_startup
-
-    prog, ctx = sh.prog, sh.ctx
-    notes0 = len(ctx.notes)
-    ran: list[str] = []
-    colls = None
-    if annotate_only:
-        pass
-    else:
-        passes = [_reshard_pass(rank)]
-        if dense:
-            passes += [REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)]  # type: ignore[call-arg]
-        _run(passes[:1], prog, ctx, sh.main_file, verify_each, final_verify=not dense)
-        colls = [c for c in collectives_in(prog, rank) if c.runs]
-        if dense:
-            _run(passes[1:], prog, ctx, sh.main_file, verify_each, final_verify=True)
-        ran += [p.spec() for p in passes]
-    text = str(prog)
-    startup_text = None
-    sprog = sh.sprogs.get(rank, sh.sprog)
-    if sprog is not None:
-        path = str(startup_path(sh.startup, rank))
-        try:
-            shard_startup(sprog, sh.layouts, rank, ctx, params=sh.param_layouts, owners=sh.owners)
-        except DiagnosticError as e:
-            raise e.located(sprog.filename or path, read_text(path)) from None
-        ran.append(f"shard-startup{{rank={rank}}} (on {path})")
-        startup_text = str(sprog)
-    return RankResult(text, startup_text, colls, ctx.notes[notes0:], ran)
-
-
-def _explain(sh: _Shared, results: dict) -> None:
+def _explain(pipe: ShardPipeline, results: dict) -> None:
     """The passes run and what they decided; ranks that did alike share one block."""
     import re
 
+    sh = pipe.prepare()
     con = err_console()
-
-    def part(res) -> tuple[list[str], list[str]]:  # a RankResult, or a worker's summary dict
-        return (res["ran"], res["notes"]) if isinstance(res, dict) else (res.ran, res.notes)
-
     several = len(results) > 1
     groups: dict[tuple, list[int]] = {}
     for r, res in sorted(results.items()):
-        ran, notes = part(res)
+        ran, notes = res.ran, res.notes
         if several:  # the rank option is the rank itself (and left out for rank 0)
             ran = [re.sub(r"rank=\d+,?", "", x).replace(",}", "}").replace("{}", "") for x in ran]
             notes = [re.sub(rf"\brank {r}\b", "this rank", n) for n in notes]
@@ -394,28 +242,23 @@ def _explain(sh: _Shared, results: dict) -> None:
             con.print("  " + n, markup=False)
 
 
-def _prove(main_file: str, startup: str | None, stage: int, amp: bool, axis: str | None, dims: tuple[str, ...],
-           pattern: str | None, program: int | None = None, sprogs: dict | None = None) -> None:
-    """``--verify``: every rank's program from a fresh copy of MAIN, proven against MAIN."""
+def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str) -> None:
+    """``--verify``: every rank's program (and startup program), each built from the shared state
+    on a copy, proven against MAIN (``serial``, taken before the passes) by the simulator."""
     import sys
 
     from .verify import verify_built
 
-    serial = load(main_file, program)
-    sh = _prepare(load(main_file, program), main_file, startup, stage, amp, axis, dims, False, False)
-
     def build(rank: int) -> tuple[str, str | None]:
-        one = _Shared(sh.main_file, sh.prog.clone(), PassContext(), sh.before, sh.after, sh.layouts, [], sh.startup,
-                      sh.sprog.clone() if sh.sprog is not None else None)
-        one.param_layouts, one.owners = sh.param_layouts, sh.owners
-        one.sprogs = {rank: sprogs[rank].clone()} if sprogs else {}
-        res = _lower(one, rank, False, False, False)
+        res = pipe.lower(rank, copy=True)
         return res.text, res.startup_text
 
     names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
         (lambda r: f"<rank {r} of {main_file}>")
     # per-rank startup inputs (--startup with {rank}): each rank's is proven against its own input
-    serial_startup = {r: p.clone() for r, p in sprogs.items()} if sprogs else load(startup) if startup else None
+    st = pipe.startup
+    serial_startup = None if st is None else st.clone() if isinstance(st, Program) else \
+        {r: p.clone() for r, p in st.items()}
     status = verify_built(serial, build, startup=serial_startup, names=names)
     if status:
         sys.exit(status)

@@ -1,8 +1,9 @@
 """``distc shard --all-ranks / --ranks LIST / -j N``: every rank's program from one run.
 
 The rank-independent passes (parse, shard-optimizer, partition) run once; then each rank's part
-(reshard, the dense passes, printing, the startup program) runs in a worker process forked from
-that state (:func:`distc.driver.fork_each`), so each output equals what ``--rank R`` alone prints.
+(reshard, the dense passes, printing, the startup program: :meth:`distc.pipeline.ShardPipeline.lower`)
+runs in a worker process forked from that state (:func:`distc.driver.fork_each`), so each output
+equals what ``--rank R`` alone prints.
 Outputs go to temporary files (:mod:`distc.outputs`) and are renamed into place only when every
 rank succeeded: a failing rank is named and nothing is written.
 """
@@ -10,12 +11,13 @@ rank succeeded: a failing rank is named and nothing is written.
 from __future__ import annotations
 
 import os
-from typing import Callable
 
 import click
 
-from ..analysis.memory import human
+from ..analysis.cost import human_bytes as human
 from ..driver import WorkerFailed, err_console, fork_each
+from ..pipeline import RankResult, ShardPipeline, ShardResult
+from ..pipeline.inputs import format_ranks
 from ..syntax.diagnostics import DiagnosticError
 
 PER_RANK_ROWS = 16  # above this many ranks the summary shows only the spread
@@ -37,20 +39,6 @@ def parse_ranks(text: str) -> list[range]:
         except ValueError:
             raise click.BadParameter(f"{text!r}: expected ranks like 0-3,6", param_hint="--ranks") from None
     return out
-
-
-def format_ranks(ranks) -> str:
-    """[0, 1, 2, 3, 6] -> '0-3,6' (the inverse of ``--ranks``)."""
-    out: list[str] = []
-    rs = sorted(set(ranks))
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def check_many(rank: int | None, all_ranks: bool, rank_list: str | None, output: str | None,
@@ -101,27 +89,24 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def run_ranks(sh, ranks: list[int], jobs: int | None, out, targets: dict, lower: Callable) -> dict[int, dict]:
-    """Lower every rank (forked workers), write all outputs or none (``out``: the command's
-    :class:`distc.outputs.Outputs`, ``targets``: rank -> its (main, startup) targets); return each
-    rank's summary."""
-    from ..analysis.memory import memory_of
+def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targets: dict) -> ShardResult:
+    """Lower every rank (the pipeline's rank work, each in a forked worker), write all outputs or
+    none (``out``: the command's :class:`distc.outputs.Outputs`, ``targets``: rank -> its (main,
+    startup) targets); each rank's result comes back without its programs."""
 
-    def work(r: int) -> dict:
-        res = lower(r)
-        main_t, startup_t = targets[r]
-        out.write(main_t, res.text)
-        if startup_t is not None and res.startup_text is not None:
-            out.write(startup_t, res.startup_text)
-        before, after = memory_of(sh.before, r), memory_of(sh.after, r)
-        colls = res.colls
-        return dict(rank=r, collectives=None if colls is None else len(colls),
-                    bytes_sent=None if colls is None else sum(c.moved for c in colls),
-                    memory_before=before.total, memory_after=after.total,
-                    states_before=before.states, states_after=after.states, notes=res.notes, ran=res.ran)
+    def each(rs: list[int], lower) -> dict[int, RankResult]:
+        def work(r: int) -> RankResult:
+            res = lower(r)
+            main_t, startup_t = targets[r]
+            out.write(main_t, res.text)
+            if startup_t is not None and res.startup_text is not None:
+                out.write(startup_t, res.startup_text)
+            return res.detached()
+
+        return fork_each(rs, work, jobs or default_jobs())
 
     try:
-        results = fork_each(ranks, work, jobs or default_jobs())
+        result = pipe.run(ranks, each=each)
     except WorkerFailed as e:
         also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
         head = f"distc shard: rank {e.item} failed{also}; no output written"
@@ -129,7 +114,7 @@ def run_ranks(sh, ranks: list[int], jobs: int | None, out, targets: dict, lower:
         e.doc = {**e.doc, "rank": e.item, "notes": [*e.doc.get("notes", []), head]}
         raise
     out.commit()
-    return results
+    return result
 
 
 def spread(values: dict[int, int]) -> str:
@@ -144,12 +129,14 @@ def spread(values: dict[int, int]) -> str:
             f"(rank {hi})")
 
 
-def rank_summary(results: dict[int, dict], stage: int, axis) -> None:
+def rank_summary(results: dict[int, RankResult], stage: int, axis) -> None:
     """Per-rank totals (collectives, bytes sent, optimizer memory) and their spread across ranks."""
     from rich.table import Table
 
     con = err_console()
-    rows = [results[r] for r in sorted(results)]
+    rows = [{"rank": r, "collectives": None if x.collectives is None else len(x.collectives),
+             "bytes_sent": x.bytes_sent, "memory_before": x.memory_before.total,  # type: ignore[union-attr]
+             "memory_after": x.memory_after.total} for r, x in sorted(results.items())]  # type: ignore[union-attr]
     lowered = rows[0]["collectives"] is not None
     if len(rows) <= PER_RANK_ROWS:
         t = Table(title=f"per rank ({len(rows)} ranks, stage {stage}"

@@ -20,6 +20,7 @@ import gzip
 from pathlib import Path
 
 from ..ir.core import Operation, Program
+from ..syntax.diagnostics import DiagnosticError
 from . import collectives, ops, optimizers
 
 PADDLE_VERSION = "3.3.1"
@@ -92,3 +93,30 @@ def unknown_message(name: str) -> str:
             else f"'{name}': Paddle {PADDLE_VERSION} has no dialect '{dialect}'")
     hint = suggestion(name)
     return what + (f" (did you mean '{hint}'?)" if hint else "")
+
+
+def unknown_op_warnings(prog: Program, note: str | None = "distc passes it through unchanged"
+                        ) -> list[DiagnosticError | str]:
+    """``file:line:col: warning:`` (the line, a caret under the name) for each op name of ``prog``
+    Paddle 3.3.1 does not have, once a name; past ten names one line counts the rest."""
+    bad = unknown_ops(prog)
+    out: list[DiagnosticError | str] = []
+    for k, (name, uses) in enumerate(bad.items()):
+        if k == 10:  # a program of some other op set: name a few, count the rest
+            out.append(f"{prog.filename or '<input>'}: warning: {len(bad) - k} more op names Paddle 3.3.1 does not "
+                       f"have: {', '.join(repr(n) for n in list(bad)[k:k + 5])}{', ...' if len(bad) > k + 5 else ''}")
+            break
+        op = uses[0]
+        line, col = op.loc or (None, None)
+        src = op.src.split("\n", 1)[0] if op.src else None
+        if src is not None and line is not None:
+            at = src.find(f'"{name}"')
+            col = at + 2 if at >= 0 else col
+        notes = [f"also used at line{'s' * (len(uses) > 2)} "
+                 + ", ".join(str(u.loc[0]) for u in uses[1:6] if u.loc) + (", ..." if len(uses) > 6 else "")
+                 ] if len(uses) > 1 else []
+        notes += [note] if note else []
+        out.append(DiagnosticError(unknown_message(name), line, col, filename=prog.filename, notes=notes,
+                                   source=None if src is None or line is None else "\n" * (line - 1) + src,
+                                   severity="warning"))
+    return out

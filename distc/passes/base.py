@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from ..dialects.rings import RingAllocator
 from ..ir.core import Program
-from ..syntax.diagnostics import DiagnosticError
+from ..syntax.diagnostics import DiagnosticError, Diagnostics
 
 REGISTRY: dict[str, type["ModulePass"]] = {}
 
@@ -30,19 +31,50 @@ class PassStats:
     startup_resharded: int = 0  # shard-startup: sharded states initialised at global shape
     rank: int | None = None  # reshard: the rank lowered for
     reshard_steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
-    ring_allocator: Any = None  # reshard: the RingAllocator every pass of the run shares
     merged_grads: list = field(default_factory=list)  # gradient-merge: (accumulator name, type)
     job_plan: Any = None  # pipeline schedulers: the JobPlan (job programs, jobs in schedule order)
 
 
 @dataclass
 class PassContext:
-    """What passes share while a pipeline runs: notes for --explain, typed statistics, the
-    collectives inserted (:class:`distc.dialects.collectives.Collective`)."""
+    """What the passes of one run share, and nothing else does (two runs, in one thread or in
+    two, each have their own): notes for ``--explain`` (the decisions), warnings with their
+    locations (:class:`~distc.syntax.diagnostics.Diagnostics`), typed statistics, the collectives
+    the passes inserted (:class:`distc.dialects.collectives.Collective` records: the summaries'
+    one source), the ring ids handed out (one :class:`~distc.dialects.rings.RingAllocator` per
+    process simulated) and the source texts errors are located in (file name -> text)."""
 
     notes: list[str] = field(default_factory=list)
     stats: PassStats = field(default_factory=PassStats)
     collectives: list = field(default_factory=list)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    rings: RingAllocator = field(default_factory=RingAllocator)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def warn(self, w: DiagnosticError | str) -> None:
+        """A warning (a located ``DiagnosticError`` of severity warning, or a rendered text)."""
+        self.diagnostics.warn(w)
+
+    def located(self, e: DiagnosticError, filename: str | None) -> DiagnosticError:
+        """``e`` placed in ``filename`` (if it names no file yet) with that file's text."""
+        name = e.filename or filename
+        return e.located(filename, self.sources.get(name) if name else None)
+
+    def fork(self) -> "PassContext":
+        """A context for one rank's passes after the shared ones: its own notes, statistics,
+        records and rings; the same warnings and sources."""
+        return PassContext(stats=dataclasses.replace(self.stats, reshard_steps=[]), diagnostics=self.diagnostics,
+                           sources=self.sources)
+
+
+# metadata of a pass field that is not an option (set from Python, e.g. by the pipeline; not in
+# ``spec()``, ``distc passes`` or ``-p``)
+INTERNAL = {"internal": True}
+
+
+def option_fields(cls) -> list[dataclasses.Field]:
+    """A pass's options: its dataclass fields but the internal ones."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
 
 
 @dataclass
@@ -60,7 +92,7 @@ class ModulePass:
 
     def spec(self) -> str:
         opts = []
-        for f in dataclasses.fields(self):
+        for f in option_fields(self):
             v = getattr(self, f.name)
             if v != f.default:
                 opts.append(f"{f.name}={_fmt_opt(v)}")
@@ -132,7 +164,7 @@ def _split_opts(body: str) -> list[str]:
 
 
 def _instantiate(cls: type[ModulePass], opts: dict[str, str]) -> ModulePass:
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in option_fields(cls)}
     kwargs: dict[str, object] = {}
     for k, v in opts.items():
         kk = k.replace("-", "_")

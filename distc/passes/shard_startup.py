@@ -21,7 +21,7 @@ program already gives the main program's layout is left alone (Paddle's own stag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
@@ -29,9 +29,10 @@ from ..ir.core import Operation, Program
 from ..ir.dist import TensorDistAttr
 from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
-from .base import REGISTRY, ModulePass, PassContext, register
+from .base import INTERNAL, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
 from .paddle_api import PaddleAPI
+from .reshard_pass import ReshardPass
 from .sharding_util import fail, persistable, set_persistable
 
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
@@ -154,15 +155,19 @@ def restore_persistable(changed: list[Operation]) -> None:
             set_persistable(v, True)  # type: ignore[arg-type]
 
 
-def run_reshard(prog: Program, rank: int, ctx: PassContext) -> None:
-    from . import load_passes
+@dataclass(frozen=True)
+class MainLayouts:
+    """What a startup program needs of the (sharded) main program, taken once for every rank:
+    the layouts of its ``pd_op.data`` values (optimizer states ...), of its parameters, and the
+    ranks holding each name."""
 
-    load_passes()
-    cls = REGISTRY.get("reshard")
-    if cls is None:
-        raise DiagnosticError("the 'reshard' pass (lowering dist_op.reshard to collectives) is not "
-                              "available in this build of distc")
-    cls(rank=rank).apply(prog, ctx)  # type: ignore[call-arg]
+    states: dict[str, DistTensorType]
+    params: dict[str, DistTensorType]
+    owners: dict[str, frozenset[int]]
+
+    @classmethod
+    def of(cls, main: Program) -> "MainLayouts":
+        return cls(persistable_layouts(main), persistable_layouts(main, params=True), persistable_ranks(main))
 
 
 def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], rank: int,
@@ -183,7 +188,7 @@ def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], r
     ctx.stats.startup_resharded = len(changed)
     if stop == "insert":
         return
-    run_reshard(startup, rank, ctx)
+    ReshardPass(rank=rank).apply(startup, ctx)
     if stop == "reshard":
         return
     DistToDensePass(rank=rank).apply(startup, ctx)
@@ -201,11 +206,16 @@ class ShardStartupPass(ModulePass):
     main: str = ""  # the distributed main program (path); or set .main_program
     rank: int = 0
     stop: str = "final"  # insert | reshard | final
+    # what the pass needs of the main program, if not main=PATH (the pipeline takes it once)
+    main_layouts: MainLayouts | None = field(default=None, repr=False, compare=False, metadata=INTERNAL)
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
-        main = getattr(self, "main_program", None)
-        if main is None:
-            raise DiagnosticError("shard-startup needs the sharded main program (main=PATH)")
+        lay = self.main_layouts
+        if lay is None:
+            main = getattr(self, "main_program", None)
+            if main is None:
+                raise DiagnosticError("shard-startup needs the sharded main program (main=PATH)")
+            lay = MainLayouts.of(main)
         if self.stop not in ("insert", "reshard", "final"):
             raise DiagnosticError(f"shard-startup: stop must be insert, reshard or final, not '{self.stop}'")
-        shard_startup(prog, main, self.rank, ctx, self.stop)
+        shard_startup(prog, lay.states, self.rank, ctx, self.stop, params=lay.params, owners=lay.owners)

@@ -64,3 +64,27 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     col = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return line, col
+
+
+class Diagnostics:
+    """The warnings of one run, in order: located :class:`DiagnosticError` objects of severity
+    ``warning`` or already rendered texts (``path: warning: ...``).  Each run (a command, a
+    :func:`distc.shard` call) has its own; ``sink``, if given, sees each rendered warning as it
+    comes (the command line prints it on stderr)."""
+
+    def __init__(self, sink=None) -> None:
+        self.items: list[DiagnosticError | str] = []
+        self.sink = sink
+
+    def warn(self, w: "DiagnosticError | str") -> None:
+        self.items.append(w)
+        if self.sink is not None:
+            self.sink(w.render() if isinstance(w, DiagnosticError) else w)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Each warning's first line (what ``--json`` summaries carry)."""
+        return [(w.render() if isinstance(w, DiagnosticError) else w).split("\n", 1)[0] for w in self.items]
+
+    def __len__(self) -> int:
+        return len(self.items)

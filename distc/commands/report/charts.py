@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...analysis.memory import human
+from ...analysis.cost import human_bytes as human
 
 MEMORY_PARTS = (("parameters", "parameters"), ("gradients", "gradients"),
                 ("optimizer_states", "optimizer states"), ("activations", "activations (model)"))

@@ -1,7 +1,7 @@
 """What a report shows, computed by the shard pipeline: per-rank memory (the chosen stage, and
 stages 0-3), every rank's collectives and who sends what to whom, the decisions and warnings.
 
-A thin adapter over the steps of ``distc shard`` (:mod:`distc.commands.shard`): MAIN is parsed and
+A thin adapter over the shard pipeline (:class:`distc.pipeline.ShardPipeline`): MAIN is parsed and
 sharded once (shard-optimizer, partition), then each rank's reshard, and shard-optimizer at the
 other stages, run in forked workers from that state; only plain figures come back.  Everything
 else (charts, page, ``--json``) reads :class:`ReportData` alone.
@@ -98,61 +98,54 @@ def _memory(operands, acts: list, ranks: list[int]) -> dict[int, dict[str, int]]
     return out
 
 
-def _rank_work(sh, rank: int) -> dict:
-    """In a forked worker: lower the shared (sharded, partitioned) program for ``rank``."""
-    from ...analysis.cost import collectives_in, sent_to
-    from ..shard import _reshard_pass, _run
+def _rank_work(pipe, rank: int) -> dict:
+    """In a forked worker: lower the shared (sharded, partitioned) program for ``rank`` in place;
+    the figures from the reshard pass's collective records."""
+    from ...analysis.cost import sent_to
 
-    ctx = sh.ctx
-    n0 = len(ctx.notes)
-    _run([_reshard_pass(rank)], sh.prog, ctx, sh.main_file)
-    alloc = ctx.stats.ring_allocator
-    rings = {rid: key for key, rid in alloc.groups.items()} if alloc is not None else None
-    groups: dict[tuple, dict] = {}
+    res = pipe.lower(rank, copy=False)
     to: dict[int, int] = {}
-    for c in collectives_in(sh.prog, rank, rings):
-        if not c.runs:
-            continue
-        g = groups.setdefault((c.kind, c.ranks), {"kind": c.kind, "group": list(c.ranks), "count": 0, "bytes_sent": 0})
-        g["count"] += 1
-        g["bytes_sent"] += c.moved
+    for c in res.collectives or []:
         for dst, b in sent_to(c).items():
             to[dst] = to.get(dst, 0) + b
-    return {"groups": [groups[k] for k in sorted(groups)], "to": to, "notes": ctx.notes[n0:]}
+    groups = [{"kind": kind, "group": list(group), **t} for (kind, group), t in res.totals(by_group=True).items()]
+    return {"groups": groups, "to": to, "notes": res.notes}
 
 
-def _stage_work(prog, main_file: str, stage: int, opts: Options, ranks: list[int], acts: list) -> dict:
+def _options(opts: Options, stage: int, annotate_only: bool = False):
+    from ...pipeline import ShardOptions
+
+    return ShardOptions(stage=stage, axis=opts.axis, mesh_dims=opts.mesh_dims, amp=opts.amp,
+                        annotate_only=annotate_only)
+
+
+def _stage_work(pipe, stage: int, opts: Options, ranks: list[int], acts: list) -> dict:
     """In a forked worker: shard-optimizer at another stage, memory per rank (or why not)."""
-    from ...passes.base import REGISTRY, PassContext
+    from ...pipeline import ShardPipeline
     from ...syntax.diagnostics import DiagnosticError
-    from ..shard import _run
 
     try:
-        p = REGISTRY["shard-optimizer"](stage=stage, axis=opts.axis or "", mesh_dims=opts.mesh_dims, amp=opts.amp)
-        _run([p], prog, PassContext(), main_file)
+        other = ShardPipeline(pipe.program, _options(opts, stage, annotate_only=True), sources=pipe.ctx.sources)
+        after = other.prepare().after
     except DiagnosticError as e:
         return {"error": e.message}
-    return {"memory": _memory(optimizer_operands(prog), acts, ranks)}
+    return {"memory": _memory(after, acts, ranks)}
 
 
-def _main_work(prog, main_file: str, opts: Options, ranks: list[int], acts: list, warn, warnings: list[str]) -> dict:
+def _main_work(pipe, opts: Options, ranks: list[int], acts: list) -> dict:
     """In a forked worker: the chosen stage, shared passes once, then each rank in its own worker."""
     from ...driver import WorkerFailed, fork_each
-    from ..shard import _prepare
-    from ..shard_inputs import check_sharding_degree
     from ..shard_ranks import default_jobs
 
-    n0 = len(warnings)
-    sh = _prepare(prog, main_file, None, opts.stage, opts.amp, opts.axis, opts.mesh_dims, False, False)
-    if opts.stage >= 1:
-        check_sharding_degree(prog, sh.ctx.stats.sharding_axis, opts.mesh_dims, prog.filename or main_file, warn)
+    n0 = len(pipe.diagnostics)
+    sh = pipe.prepare()
     try:
-        per = fork_each(ranks, lambda r: _rank_work(sh, r), opts.jobs or default_jobs())
+        per = fork_each(ranks, lambda r: _rank_work(pipe, r), opts.jobs or default_jobs())
     except WorkerFailed as e:
         return {"failed": (e.item, e.message, e.code, e.doc)}
     return {"before": _memory(sh.before, acts, ranks), "after": _memory(sh.after, acts, ranks),
             "axis": sh.ctx.stats.sharding_axis, "ran": sh.ran, "notes": sh.notes, "ranks": per,
-            "warnings": warnings[n0:]}
+            "warnings": pipe.diagnostics.warnings[n0:]}
 
 
 def collect(main_file: str, opts: Options, command: str, warn, warnings: list[str]) -> ReportData:
@@ -160,27 +153,27 @@ def collect(main_file: str, opts: Options, command: str, warn, warnings: list[st
 
     MAIN is parsed once; one worker takes the chosen stage (the shared passes, then a worker per
     rank), others shard-optimizer at the other stages, from the same parsed program."""
-    from ...analysis.cost import program_ranks
-    from ...driver import WorkerFailed, fork_each, load, warn_unknown_ops
-    from ...passes import load_passes
-    from ..shard_inputs import check_main
+    from ...driver import WorkerFailed, fork_each, load_kept
+    from ...pipeline import ShardPipeline
+    from ...syntax.diagnostics import Diagnostics
     from ..shard_ranks import default_jobs, select_ranks
 
-    load_passes()
-    prog = load(main_file, opts.program)
+    sources: dict[str, str] = {}
+    prog = load_kept(main_file, sources, opts.program)
     name = prog.filename or main_file
-    warn_unknown_ops(prog)
-    ranks = select_ranks(program_ranks(prog), None if opts.ranks is None else [range(r, r + 1) for r in opts.ranks],
+    pipe = ShardPipeline(prog, _options(opts, opts.stage), sources=sources, diagnostics=Diagnostics(sink=warn))
+    pipe.warn_unknown_ops()
+    ranks = select_ranks(pipe.ranks(), None if opts.ranks is None else [range(r, r + 1) for r in opts.ranks],
                          name)
-    check_main(prog, name, opts.stage, warn)
+    pipe.check_main()
     acts = saved_activations(prog)
     others = sorted({1 if s == 2 else s for s in STAGES} - {0, 1 if opts.stage == 2 else opts.stage})
 
     def work(item: tuple[str, int]) -> dict:
         kind, s = item
         if kind == "stage":
-            return _stage_work(prog, main_file, s, opts, ranks, acts)
-        return _main_work(prog, main_file, opts, ranks, acts, warn, warnings)
+            return _stage_work(pipe, s, opts, ranks, acts)
+        return _main_work(pipe, opts, ranks, acts)
 
     done = fork_each([("main", opts.stage)] + [("stage", s) for s in others], work, opts.jobs or default_jobs())
     main = done[("main", opts.stage)]

@@ -1,4 +1,4 @@
-"""What ``distc shard`` checks about its inputs before it works: wrong input is never a silent
+"""What the shard pipeline (``distc shard``, :func:`distc.shard`) checks about its inputs before it works: wrong input is never a silent
 success ("saving 0 bytes", exit 0).
 
 * MAIN must be dist-typed (not a rank's dense program; at stage 0 a warning).
@@ -21,7 +21,6 @@ from ..ir.core import Program
 from ..passes.shard_startup import SINKS
 from ..passes.sharding_util import dist_of, fail
 from ..syntax.diagnostics import DiagnosticError
-
 
 
 def _opt_ops(prog: Program) -> list:
@@ -128,3 +127,35 @@ def check_sharding_degree(prog: Program, axis: int | None, dims: tuple[str, ...]
                      f"{list(d.mesh.shape)}): ZeRO shards nothing and saves no memory (the program is "
                      f"Paddle's, which annotates the states Shard on that dim all the same)")
             return
+
+
+def format_ranks(ranks) -> str:
+    """[0, 1, 2, 3, 6] -> '0-3,6' (the inverse of ``--ranks``)."""
+    out: list[str] = []
+    rs = sorted(set(ranks))
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def check_startups(prog: Program, startups: dict[int, Program], warn, located) -> None:
+    """Check that the startup program of each rank (``startups``: rank -> program, one object
+    shared by ranks that share one) initialises what the rank reads; the same warning for several
+    ranks is said once, naming them.  ``located(e, filename)`` places an error in its file."""
+    import re
+
+    seen: dict[str, list[int]] = {}
+    for r, sprog in startups.items():
+        path = sprog.filename or "<startup>"
+        try:
+            check_startup(prog, sprog, path, lambda m, r=r: seen.setdefault(
+                re.sub(rf"\brank {r} reads\b", "{who} read", m), []).append(r), rank=r)
+        except DiagnosticError as e:
+            raise located(e, path) from None
+    for m, rs in seen.items():
+        warn(m.replace("{who}", f"rank{'s' * (len(rs) > 1)} {format_ranks(rs)}"))

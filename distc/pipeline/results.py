@@ -1,0 +1,98 @@
+"""What a shard pipeline gives back: per rank a :class:`RankResult` (its programs, the collectives
+its passes inserted, bytes sent, memory before and after, the decisions and warnings), and for a
+run over several ranks a :class:`ShardResult` (a mapping rank -> RankResult, plus what the shared
+passes decided).  Plain data: a result detached from its programs (:meth:`RankResult.detached`)
+crosses process boundaries (pickle) as the forked workers of ``distc shard --all-ranks`` send it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..analysis.cost import totals
+from ..analysis.memory import MemoryReport
+from ..ir.core import Program
+
+
+@dataclass
+class RankResult:
+    """One rank's part of a shard run.
+
+    ``program`` is the rank's main program (after ``reshard``, and the dense passes with
+    ``dense``), ``startup`` its startup program (if one was given); ``text``/``startup_text``
+    print them (once).  ``collectives`` are the records of the communication the ``reshard`` pass
+    inserted into the main program and this rank runs (``None`` with ``annotate_only``: nothing
+    lowered); ``memory_before``/``memory_after`` the parameters, gradients and optimizer states
+    this rank holds before and after sharding.  ``notes`` are the decisions of this rank's
+    passes (``--explain``), ``ran`` their specs, ``warnings`` what they warned about."""
+
+    rank: int
+    program: Program | None = None
+    startup: Program | None = None
+    collectives: list | None = None
+    memory_before: MemoryReport | None = None
+    memory_after: MemoryReport | None = None
+    notes: list[str] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    _text: str | None = field(default=None, repr=False)
+    _startup_text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str | None:
+        """The main program's text (printed once)."""
+        if self._text is None and self.program is not None:
+            self._text = str(self.program)
+        return self._text
+
+    @property
+    def startup_text(self) -> str | None:
+        if self._startup_text is None and self.startup is not None:
+            self._startup_text = str(self.startup)
+        return self._startup_text
+
+    @property
+    def bytes_sent(self) -> int | None:
+        """Bytes this rank sends (``None``: nothing lowered)."""
+        return None if self.collectives is None else sum(c.moved for c in self.collectives)
+
+    @property
+    def saved(self) -> int:
+        """Bytes of parameters, gradients and optimizer states sharding saves on this rank."""
+        return self.memory_before.total - self.memory_after.total if self.memory_before and self.memory_after else 0
+
+    def totals(self, by_group: bool = True) -> dict:
+        """Count and bytes sent per (kind, group) (or per kind) (:func:`distc.analysis.cost.totals`)."""
+        return totals(self.collectives or [], by_group=by_group)
+
+    def detached(self, texts: bool = False) -> "RankResult":
+        """A copy without the programs (and their texts unless ``texts``), records without their
+        layouts: small, plain data a worker process sends back."""
+        colls = None if self.collectives is None else [dataclasses.replace(c, layouts=None) for c in self.collectives]
+        return dataclasses.replace(self, program=None, startup=None, collectives=colls,
+                                   _text=self._text if texts else None,
+                                   _startup_text=self._startup_text if texts else None)
+
+
+@dataclass
+class ShardResult(Mapping):
+    """A run over several ranks: ``result[rank]`` is that rank's :class:`RankResult`; besides,
+    what the shared passes did: the sharding mesh dim, the passes run once (``pipeline``), their
+    decisions and the warnings."""
+
+    ranks: dict[int, RankResult]
+    sharding_axis: int | None = None
+    pipeline: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def __getitem__(self, rank: int) -> RankResult:
+        return self.ranks[rank]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self.ranks))
+
+    def __len__(self) -> int:
+        return len(self.ranks)

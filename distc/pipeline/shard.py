@@ -1,0 +1,308 @@
+"""The shard pipeline: ZeRO (stages 0-3) of a distributed training program and its startup
+program, end to end, for one rank or many -- what ``distc shard`` runs, as a library.
+
+Shared work is done once, rank by rank work from that state::
+
+    shard-optimizer{stage,axis,mesh_dims,amp}   (stage >= 1)  retype optimizer states, update op dist attrs
+    [annotate_only stops here]
+    partition                                                 dist_op.reshard where layouts differ
+    --- per rank -----------------------------------------------------------------------------------
+    reshard{rank}                                             reshards -> collectives for one rank
+    [dense:] remove-other-rank{rank}, dist-to-dense{rank}
+    shard-startup{rank}   (on the startup program, if given)
+
+One :class:`~distc.passes.base.PassContext` carries a run: the shared passes' one, and for each rank
+a fork of it (:meth:`~distc.passes.base.PassContext.fork`: its own notes, collective records and
+ring ids, as each rank is a process of its own).  Nothing is kept in module state: two pipelines,
+in one thread or in several, do not see each other.
+
+* :func:`shard` -- one rank: a :class:`~distc.pipeline.results.RankResult`;
+* :func:`shard_ranks` -- several ranks: a :class:`~distc.pipeline.results.ShardResult`;
+* :class:`ShardPipeline` -- the steps, for callers that fork workers per rank (``distc shard
+  --all-ranks``: :meth:`ShardPipeline.lower` in place in each worker, from the shared state).
+
+New stages (pipeline schedules, gradient merge, tensor fusion ...) are a field of
+:class:`ShardOptions` and a pass in :meth:`ShardPipeline.shared_passes` or :meth:`ShardPipeline.rank_passes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
+
+from ..analysis.cost import program_ranks, require_rank
+from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands
+from ..analysis.verify import verify
+from ..dialects.known_ops import unknown_op_warnings
+from ..ir.core import Program
+from ..passes.base import ModulePass, PassContext, PassManager
+from ..passes.dist_to_dense import DistToDensePass
+from ..passes.partition import PartitionPass
+from ..passes.remove_other_rank import RemoveOtherRankPass
+from ..passes.reshard_pass import ReshardPass
+from ..passes.shard_optimizer import ShardOptimizerPass
+from ..passes.shard_startup import MainLayouts, ShardStartupPass
+from ..syntax.diagnostics import DiagnosticError, Diagnostics
+from .inputs import check_main, check_sharding_degree, check_startups
+from .results import RankResult, ShardResult
+
+
+@dataclass(frozen=True)
+class ShardOptions:
+    """What to do (``distc shard``'s options).  ``axis``: the sharding mesh dim, by index or by
+    a name of ``mesh_dims`` (``None``: Paddle's rule); ``annotate_only`` stops after
+    shard-optimizer; ``dense`` goes on to each rank's dense program; ``verify_each`` runs the
+    verifier after every pass (else once, at the end)."""
+
+    stage: int = 1
+    axis: str | int | None = None
+    mesh_dims: tuple[str, ...] = ()
+    amp: bool = False
+    annotate_only: bool = False
+    dense: bool = False
+    verify_each: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mesh_dims", tuple(self.mesh_dims))
+        if self.stage not in (0, 1, 2, 3):
+            raise ValueError(f"stage {self.stage}: ZeRO stages are 0 to 3")
+        if self.annotate_only and self.dense:
+            raise ValueError("annotate_only and dense exclude each other")
+        if self.stage == 0 and self.axis not in (None, ""):
+            raise ValueError("axis chooses the mesh dim ZeRO shards over; stage 0 shards nothing")
+
+
+@dataclass
+class Prepared:
+    """The rank-independent state every rank starts from (after :meth:`ShardPipeline.prepare`)."""
+
+    program: Program  # after the shared passes
+    ctx: PassContext  # theirs
+    before: OptimizerOperands  # what the optimizer updates touch, before sharding
+    after: OptimizerOperands  # and after
+    layouts: MainLayouts  # what the startup programs need of the main program
+    ran: list[str] = field(default_factory=list)  # the shared passes' specs
+    notes: list[str] = field(default_factory=list)  # their decisions
+
+
+class ShardPipeline:
+    """One shard run over ``program`` (changed in place: clone it first to keep it).
+
+    ``startup``: the startup program of every rank, or rank -> its own (a pipeline stage's);
+    ``sources``: file name -> text, for errors located in the inputs; ``diagnostics`` collects
+    the warnings (its sink prints them as they come)."""
+
+    def __init__(self, program: Program, options: ShardOptions | None = None, *,
+                 startup: Program | Mapping[int, Program] | None = None, sources: Mapping[str, str] | None = None,
+                 diagnostics: Diagnostics | None = None) -> None:
+        self.program = program
+        self.options = options or ShardOptions()
+        self.ctx = PassContext(diagnostics=diagnostics if diagnostics is not None else Diagnostics(),
+                               sources=dict(sources or {}))
+        self.startup = startup
+        self.prepared: Prepared | None = None
+        self._consumed = False
+
+    @property
+    def diagnostics(self) -> Diagnostics:
+        return self.ctx.diagnostics
+
+    def startup_of(self, rank: int) -> Program | None:
+        if self.startup is None or isinstance(self.startup, Program):
+            return self.startup
+        return self.startup.get(rank)
+
+    # -- checks -----------------------------------------------------------------------------------
+    def ranks(self) -> list[int]:
+        """Every rank of the program's meshes."""
+        return program_ranks(self.program)
+
+    def warn_unknown_ops(self) -> None:
+        """A warning for each op name of the main program Paddle 3.3.1 does not have."""
+        for w in unknown_op_warnings(self.program):
+            self.ctx.warn(w)
+
+    def check_inputs(self, ranks: Iterable[int]) -> None:
+        """Wrong input is an error or a warning, never a silent success: :meth:`check_main`,
+        :meth:`check_startups` (:mod:`distc.pipeline.inputs`)."""
+        self.check_main()
+        self.check_startups(ranks)
+
+    def check_main(self) -> None:
+        """The main program is dist-typed and holds an optimizer update (else an error, or at
+        stage 0 a warning); it is no startup program."""
+        prog = self.program
+        check_main(prog, prog.filename or "<input>", self.options.stage, self.ctx.warn)
+
+    def check_startups(self, ranks: Iterable[int]) -> None:
+        """Each rank's startup program initialises the optimizer states the rank reads (none:
+        an error; some: a warning) and holds no optimizer update; op names Paddle lacks in them."""
+        prog, warn = self.program, self.ctx.warn
+        if self.startup is None:
+            return
+        ranks = list(ranks)
+        per_rank = not isinstance(self.startup, Program)
+        startups = {r: self.startup_of(r) for r in ranks}
+        if any(s is None for s in startups.values()):
+            missing = [r for r, s in startups.items() if s is None]
+            raise DiagnosticError(f"no startup program for rank{'s' * (len(missing) > 1)} "
+                                  f"{', '.join(map(str, missing))}", filename=prog.filename)
+        for sprog in ({id(s): s for s in startups.values()}.values() if per_rank else [self.startup]):
+            for w in unknown_op_warnings(sprog):  # type: ignore[arg-type]
+                warn(w)
+        check_startups(prog, startups, warn, self.ctx.located)  # type: ignore[arg-type]
+
+    # -- the passes -------------------------------------------------------------------------------
+    def shared_passes(self) -> list[ModulePass]:
+        """The rank-independent passes (``annotate_only``: shard-optimizer alone)."""
+        o = self.options
+        out: list[ModulePass] = []
+        if o.stage >= 1:
+            out.append(ShardOptimizerPass(stage=o.stage, axis="" if o.axis is None else str(o.axis),
+                                          mesh_dims=o.mesh_dims, amp=o.amp))
+        if not o.annotate_only:
+            out.append(PartitionPass())
+        return out
+
+    def rank_passes(self, rank: int) -> list[ModulePass]:
+        """One rank's passes on the main program."""
+        o = self.options
+        if o.annotate_only:
+            return []
+        out: list[ModulePass] = [ReshardPass(rank=rank)]
+        if o.dense:
+            out += [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)]
+        return out
+
+    def _run(self, passes: list[ModulePass], prog: Program, ctx: PassContext, final_verify: bool = False) -> None:
+        if not passes and not final_verify:
+            return
+        verify_each = self.options.verify_each
+        try:
+            PassManager(passes, verify_each=verify_each).run(prog, ctx)
+            if final_verify and not verify_each:
+                verify(prog)
+        except DiagnosticError as e:
+            raise ctx.located(e, prog.filename) from None
+
+    # -- shared work, once ------------------------------------------------------------------------
+    def prepare(self) -> Prepared:
+        """Shard-optimizer and partition: the work every rank shares (once)."""
+        if self.prepared is not None:
+            return self.prepared
+        prog, ctx, o = self.program, self.ctx, self.options
+        before = optimizer_operands(prog)
+        ran: list[str] = []
+        passes = self.shared_passes()
+        opt = [p for p in passes if isinstance(p, ShardOptimizerPass)]
+        self._run(opt, prog, ctx, final_verify=bool(opt) and o.annotate_only)
+        ran += [p.spec() for p in opt]
+        after = optimizer_operands(prog)
+        layouts = MainLayouts.of(prog)
+        rest = [p for p in passes if not isinstance(p, ShardOptimizerPass)]
+        self._run(rest, prog, ctx)
+        ran += [p.spec() for p in rest]
+        if o.stage >= 1:
+            check_sharding_degree(prog, ctx.stats.sharding_axis, o.mesh_dims, prog.filename or "<input>", ctx.warn)
+        self.prepared = Prepared(prog, ctx, before, after, layouts, ran, list(ctx.notes))
+        return self.prepared
+
+    # -- one rank ---------------------------------------------------------------------------------
+    def lower(self, rank: int, *, copy: bool = True) -> RankResult:
+        """Rank ``rank``'s programs from the shared state: on a copy of it (``copy``), or in place
+        (once: what a forked worker, or a run for one rank, does)."""
+        sh = self.prepare()
+        if not copy:
+            if self._consumed:
+                raise RuntimeError("the shared state was lowered in place already: lower(copy=True)")
+            self._consumed = True
+        prog = sh.program.clone() if copy else sh.program
+        sprog = self.startup_of(rank)
+        if sprog is not None and copy:
+            sprog = sprog.clone()
+        ctx = sh.ctx.fork()
+        res = RankResult(rank, prog, sprog, memory_before=memory_of(sh.before, rank),
+                         memory_after=memory_of(sh.after, rank))
+        passes = self.rank_passes(rank)
+        if passes:
+            self._run(passes[:1], prog, ctx, final_verify=len(passes) == 1)
+            res.collectives = [c for c in ctx.collectives if c.runs]
+            self._run(passes[1:], prog, ctx, final_verify=len(passes) > 1)
+            res.ran += [p.spec() for p in passes]
+        if sprog is not None:
+            try:
+                ShardStartupPass(rank=rank, main_layouts=sh.layouts).apply(sprog, ctx)
+            except DiagnosticError as e:
+                raise ctx.located(e, sprog.filename) from None
+            res.ran.append(f"shard-startup{{rank={rank}}} (on {sprog.filename or '<startup>'})")
+        res.notes = ctx.notes
+        return res
+
+    # -- several ranks ----------------------------------------------------------------------------
+    def run(self, ranks: Iterable[int] | None = None, *,
+            each: Callable[[list[int], Callable[[int], RankResult]], Mapping[int, RankResult]] | None = None
+            ) -> ShardResult:
+        """Every rank of ``ranks`` (default: all), each from the shared state.  ``each(ranks,
+        work)`` maps ``work`` over the ranks (``distc shard`` forks a worker per rank, which lowers
+        in place); by default one after the other, each on a copy but the last."""
+        rs = self.ranks() if ranks is None else list(ranks)
+        sh = self.prepare()
+        if each is None:
+            out = {r: self.lower(r, copy=k < len(rs) - 1) for k, r in enumerate(rs)}
+        else:
+            out = dict(each(rs, lambda r: self.lower(r, copy=False)))
+        return ShardResult(out, sh.ctx.stats.sharding_axis, list(sh.ran), list(sh.notes),
+                           self.diagnostics.warnings)
+
+
+def _pipeline(program: Program, rank_list: list[int] | None, options: ShardOptions | None, startup, copy: bool,
+              diagnostics: Diagnostics | None, kw: dict) -> tuple[ShardPipeline, list[int]]:
+    if options is None:
+        options = ShardOptions(**kw)
+    elif kw:
+        raise TypeError(f"give options= or {', '.join(kw)}, not both")
+    if copy:
+        program = program.clone()
+        if isinstance(startup, Program):
+            startup = startup.clone()
+        elif startup is not None:
+            startup = {r: p.clone() for r, p in startup.items()}
+    pipe = ShardPipeline(program, options, startup=startup, diagnostics=diagnostics)
+    pipe.warn_unknown_ops()
+    known = pipe.ranks()
+    if rank_list is None:
+        if not known:
+            raise DiagnosticError("the program has no process mesh: there are no ranks to lower for",
+                                  filename=program.filename)
+        rank_list = known
+    for r in rank_list:
+        require_rank(program, r, known=known)
+    pipe.check_inputs(rank_list)
+    return pipe, rank_list
+
+
+def shard(program: Program, rank: int = 0, *, startup: Program | Mapping[int, Program] | None = None,
+          options: ShardOptions | None = None, copy: bool = True, diagnostics: Diagnostics | None = None,
+          **kw) -> RankResult:
+    """ZeRO-shard ``program`` (Paddle's dist-typed program before ``apply_partition_pass``, its
+    optimizer ops included) for one rank, as ``distc shard --rank RANK`` does.
+
+    Keyword options are :class:`ShardOptions`' (``stage``, ``axis``, ``mesh_dims``, ``amp``,
+    ``annotate_only``, ``dense``, ``verify_each``), or give ``options=``.  ``startup``: the
+    startup program (``startup_after_remove``) to shard as well.  ``program`` and ``startup``
+    are left as they are unless ``copy=False``.  Raises :class:`~distc.DiagnosticError` on wrong
+    input; warnings are in the result's ``warnings`` (and ``diagnostics``, if given)."""
+    pipe, _ = _pipeline(program, [rank], options, startup, copy, diagnostics, kw)
+    res = pipe.lower(rank, copy=False)
+    res.warnings = pipe.diagnostics.warnings
+    return res
+
+
+def shard_ranks(program: Program, ranks: Iterable[int] | None = None, *,
+                startup: Program | Mapping[int, Program] | None = None, options: ShardOptions | None = None,
+                copy: bool = True, diagnostics: Diagnostics | None = None, **kw) -> ShardResult:
+    """:func:`shard` for several ranks (default: every rank of the program's meshes), the shared
+    passes run once: ``result[rank]`` is each rank's :class:`RankResult`."""
+    pipe, rank_list = _pipeline(program, None if ranks is None else list(ranks), options, startup, copy,
+                                diagnostics, kw)
+    return pipe.run(rank_list)
