@@ -294,3 +294,26 @@ def test_hostile_names_are_escaped(tmp_path):
     assert len(f.of("chart-heat-map", "g")) == 4  # --ranks 0-1: two ranks
     cli("diff", odd, odd, "--html", page)
     assert "<b>" not in page.read_text()
+
+
+def test_many_ranks_share_bars_and_heat_map_blocks():
+    """512 ranks: ranks alike share a bar (named 0-255 ...), the heat map shows 32 x 32 blocks of
+    16 ranks, and rows of ranks with the same jobs share a timeline row; nothing is lost."""
+    from distc.commands.report.charts import Job, heat_map, memory_chart, timeline_chart
+
+    ranks = list(range(512))
+    mem = {r: {"parameters": 100 + 50 * (r >= 256), "gradients": 100, "optimizer_states": 7} for r in ranks}
+    f = figures(memory_chart("m", mem, "t"))
+    bars = f.of("chart-m", "g")
+    assert sorted({b["rank"] for b in bars}) == ["0-255", "256-511"] and len(bars) == 2 * 3
+    assert {(b["rank"], b["part"]): int(b["bytes"]) for b in bars}[("256-511", "parameters")] == 150
+    ring = {r: {(r + 1) % 512: 10} for r in ranks}
+    cells = figures(heat_map("h", ranks, ring)).of("chart-h", "g")
+    assert len(cells) == 32 * 32 and sum(int(c["bytes"]) for c in cells) == 5120
+    by = {(c["from"], c["to"]): int(c["bytes"]) for c in cells}
+    assert by[("0-15", "0-15")] == 150 and by[("0-15", "16-31")] == 10 and by[("0-15", "32-47")] == 0
+    sched = {r: [Job("forward", 0, r % 2, r % 2 + 1)] for r in range(64)}
+    jobs = [x for x in figures(timeline_chart("t", "x", sched)).of("chart-t", "g") if "job" in x]
+    assert sorted(j["rank"] for j in jobs) == ["0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,44,46,48,"
+                                               "50,52,54,56,58,60,62", "1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,33,"
+                                               "35,37,39,41,43,45,47,49,51,53,55,57,59,61,63"]

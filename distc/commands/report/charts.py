@@ -20,6 +20,8 @@ JOB_COLORS = {"forward": "#4e79a7", "backward": "#e15759", "backward_b": "#e1575
               "optimizer": "#59a14f", "send": "#edc948", "recv": "#edc948"}
 IDLE_COLOR = "rgba(0,0,0,0.06)"
 A_B_COLORS = ("#9c9c9c", "#4e79a7")  # diff pages: A grey, B blue
+PER_RANK_BARS = 16  # over this many ranks, ranks alike share a bar (as the text summaries merge rows)
+HEAT_CELLS = 32  # over this many ranks, the heat map shows blocks of ranks
 
 
 def bytes_label(n: int) -> str:
@@ -92,23 +94,54 @@ def _axis_max(values: list[int]) -> int:
 
 
 # ------------------------------------------------------------------------------------ memory
+def group_name(ranks: list[int]) -> str:
+    """``0,2`` as distc shard's tables print a group; a long one as ranges (``0-511``)."""
+    from ..shard_ranks import format_ranks
+
+    return ",".join(map(str, ranks)) if len(ranks) <= 8 else format_ranks(ranks)
+
+
+def axis_label(ranks: list[int], name: str, width: int = 18) -> str:
+    """A rank group's name on an axis: short enough for the chart (the data attributes and hover
+    titles keep the whole name)."""
+    text = f"rank{'s' * (len(ranks) > 1)} {name}"
+    return text if len(text) <= width else f"{len(ranks)} ranks {name[:width - 12]}…"
+
+
+def rank_groups(ranks: list[int], key, many: int = PER_RANK_BARS) -> list[list[int]]:
+    """Up to ``many`` ranks: one group a rank.  Above, ranks alike (equal ``key(rank)``) share one
+    bar, as the text summaries merge equal rows of many ranks."""
+    if len(ranks) <= many:
+        return [[r] for r in ranks]
+    groups: dict = {}
+    for r in ranks:
+        groups.setdefault(key(r), []).append(r)
+    return sorted(groups.values())
+
+
 def memory_chart(chart_id: str, memory: dict[int, dict[str, int]], title: str, y_max: int | None = None,
                  stage: int | None = None, width: int = 640, height: int = 300, legend: bool = True) -> str:
-    """Per-rank memory as stacked bars, one bar a rank, one segment a part (parameters,
-    gradients, optimizer states, activations); ``y_max`` gives several charts one scale."""
+    """Per-rank memory as stacked bars, one bar a rank (over 16 ranks: one bar for the ranks alike,
+    ``data-rank`` then names them, e.g. ``0-255``), one segment a part (parameters, gradients,
+    optimizer states, activations); ``y_max`` gives several charts one scale."""
+    from ..shard_ranks import format_ranks
+
     ranks = sorted(memory)
     parts = [(k, label) for k, label in MEMORY_PARTS if any(memory[r].get(k) for r in ranks)] or \
         list(MEMORY_PARTS[:3])
+    groups = rank_groups(ranks, lambda r: tuple(memory[r].get(k, 0) for k, _ in parts))
+    names = [format_ranks(g) for g in groups]
     top = y_max or _axis_max([sum(memory[r].get(k, 0) for k, _ in parts) for r in ranks])
     chart = _Chart("StackedBar", chart_id, tuple(PART_COLORS[k] for k, _ in parts), title=title,
                    width=width, height=height, range=(0, top), value_formatter=human, show_legend=legend,
-                   max_scale=6, x_labels=[f"rank {r}" for r in ranks], x_label_rotation=-40 if len(ranks) > 16 else 0,
-                   show_minor_x_labels=len(ranks) <= 32)
+                   max_scale=6, x_labels=[axis_label(g, n) for g, n in zip(groups, names)],
+                   x_label_rotation=-40 if len(groups) > 8 else 0, show_minor_x_labels=len(groups) <= 32)
     extra = {"stage": stage} if stage is not None else {}
     for k, label in parts:
-        chart.add(label, [({"value": memory[r].get(k, 0),
-                            "tooltip": f"rank {r}: {label} {bytes_label(memory[r].get(k, 0))}"},
-                           {"rank": r, "part": k, "bytes": memory[r].get(k, 0), **extra}) for r in ranks])
+        chart.add(label, [({"value": memory[g[0]].get(k, 0),
+                            "tooltip": f"rank{'s' * (len(g) > 1)} {n}: {label} {bytes_label(memory[g[0]].get(k, 0))}"},
+                           {"rank": n, "part": k, "bytes": memory[g[0]].get(k, 0), **extra})
+                          for g, n in zip(groups, names)])
     return chart.render()
 
 
@@ -128,32 +161,42 @@ def _ramp(frac: float) -> str:
     return "#" + "".join(f"{round(a + (b - a) * f):02x}" for a, b in zip(lo, hi))
 
 
-def heat_map(chart_id: str, ranks: list[int], traffic: dict[int, dict[int, int]]) -> str:
+def heat_map(chart_id: str, ranks: list[int], traffic: dict[int, dict[int, int]], many: int = HEAT_CELLS) -> str:
     """Rank x rank: a row per sending rank, a column per receiving rank, the colour the bytes sent
-    (every cell drawn; 0 B pale grey)."""
-    top = max([b for row in traffic.values() for b in row.values()] + [1])
-    size = max(220, min(640, 40 * len(ranks) + 80))
-    chart = _Chart("Dot", chart_id, ("#08306b",) * max(len(ranks), 1), title="bytes sent, row to column",
-                   width=size + 60, height=size, show_legend=False, x_labels=[str(r) for r in ranks],
+    (every cell drawn; 0 B pale grey).  Over ``many`` ranks, blocks of neighbouring ranks (rows
+    and columns ``0-15`` ...): a cell is what one block sends the other."""
+    from ..shard_ranks import format_ranks
+
+    size_of = -(-len(ranks) // many) if len(ranks) > many else 1
+    blocks = [ranks[i:i + size_of] for i in range(0, len(ranks), size_of)]
+    names = [format_ranks(b) for b in blocks]
+    cells = [[sum(traffic.get(s, {}).get(d, 0) for s in bs for d in bd) for bd in blocks] for bs in blocks]
+    top = max([b for row in cells for b in row] + [1])
+    size = max(220, min(640, 40 * len(blocks) + 80))
+    chart = _Chart("Dot", chart_id, ("#08306b",) * max(len(blocks), 1), title="bytes sent, row to column",
+                   width=size + 60 + 20 * (size_of > 1), height=size, show_legend=False,
+                   x_labels=[n if len(n) <= 12 else n[:11] + "…" for n in names],
                    x_title="to rank", y_title="from rank", show_x_guides=False, show_y_guides=False,
-                   x_labels_major_count=16, show_minor_x_labels=len(ranks) <= 32)
-    for src in ranks:
-        row = traffic.get(src, {})
-        chart.add(f"rank {src}", [({"value": 1, "formatter": lambda _v, b=row.get(dst, 0): bytes_label(b),
-                                    "color": _ramp(row.get(dst, 0) / top) if row.get(dst, 0) else "#eeeeee",
-                                    "tooltip": f"rank {src} -> rank {dst}: {bytes_label(row.get(dst, 0))}"},
-                                   {"from": src, "to": dst, "bytes": row.get(dst, 0)}) for dst in ranks])
+                   x_labels_major_count=16, show_minor_x_labels=len(blocks) <= 32,
+                   x_label_rotation=-40 if size_of > 1 else 0)
+    for src, row in zip(names, cells):
+        chart.add(axis_label(blocks[names.index(src)], src) if size_of == 1 else src,
+                  [({"value": 1, "formatter": lambda _v, b=b: bytes_label(b),
+                     "color": _ramp(b / top) if b else "#eeeeee",
+                     "tooltip": f"rank {src} -> rank {dst}: {bytes_label(b)}"},
+                    {"from": src, "to": dst, "bytes": b}) for dst, b in zip(names, row)])
     return chart.render()
 
 
 def group_chart(chart_id: str, groups: list[dict]) -> str:
     """Collectives per group and kind: bytes sent by the group's ranks together, a bar each."""
     groups = groups[::-1]  # pygal draws the first bar at the bottom: the list reads top down
+    label = {id(g): f"{g['kind']} [{group_name(g['group'])}]" for g in groups}
     chart = _Chart("HorizontalBar", chart_id, ("#76b7b2",), title="bytes sent per group and kind (all its ranks)",
                    height=max(160, 26 * len(groups) + 80), show_legend=False, value_formatter=human, max_scale=6,
-                   x_labels=[f"{g['kind']} [{','.join(map(str, g['group']))}]" for g in groups])
+                   x_labels=[label[id(g)] if len(label[id(g)]) <= 32 else label[id(g)][:31] + "…" for g in groups])
     chart.add("bytes", [({"value": g["bytes_sent"],
-                          "tooltip": f"{g['kind']} on [{','.join(map(str, g['group']))}]: {g['count']} ops a rank, "
+                          "tooltip": f"{label[id(g)]}: {g['count']} ops a rank, "
                                      f"{bytes_label(g['bytes_sent'])} sent by its ranks"},
                          {"kind": g["kind"], "group": ",".join(map(str, g["group"])), "count": g["count"],
                           "bytes": g["bytes_sent"]}) for g in groups])
@@ -195,13 +238,18 @@ def _segments(jobs: list[Job], t0: float) -> list[tuple[float, Job | None]]:
 def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]]) -> str:
     """Per rank a row of jobs in time, micro-batch by micro-batch (``F0``, ``B0`` ...); idle time
     (the bubbles) drawn as pale segments."""
-    ranks = sorted(schedule)[::-1]  # pygal draws the first row at the bottom: rank 0 on top
+    from ..shard_ranks import format_ranks
+
     t0 = min((j.start for jobs in schedule.values() for j in jobs), default=0.0)
+    groups = rank_groups(sorted(schedule), lambda r: tuple(sorted(schedule[r], key=lambda j: j.start)))
+    names = {g[0]: format_ranks(g) for g in groups}  # ranks with the same jobs share a row (over 16)
+    labels = {g[0]: axis_label(g, names[g[0]]) for g in groups}
+    ranks = [g[0] for g in groups][::-1]  # pygal draws the first row at the bottom: rank 0 on top
     rows = {r: _segments(schedule[r], t0) for r in ranks}
     depth = max(map(len, rows.values()), default=0)
     chart = _Chart("HorizontalStackedBar", chart_id, ("#4e79a7",) * max(1, depth),
                    title=f"{name}: bubble {100 * bubble_fraction(schedule):.1f}%", show_legend=False,
-                   height=max(140, 34 * len(ranks) + 70), x_labels=[f"rank {r}" for r in ranks],
+                   height=max(140, 34 * len(ranks) + 70), x_labels=[labels[r] for r in ranks],
                    value_formatter=lambda v: f"{v:g}", print_values=True, print_values_position="center",
                    print_zeroes=False, spacing=4, x_title="time (model units)")
     for k in range(depth):
@@ -213,13 +261,13 @@ def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]]) -> 
             dur, j = rows[r][k]
             if j is None:
                 vals.append(({"value": dur, "style": f"fill:{IDLE_COLOR};stroke:none", "formatter": lambda _v: "",
-                              "tooltip": f"rank {r}: idle {dur:g}"}, {"rank": r, "idle": f"{dur:g}"}))
+                              "tooltip": f"rank {names[r]}: idle {dur:g}"}, {"rank": names[r], "idle": f"{dur:g}"}))
                 continue
             color = JOB_COLORS.get(j.job.rstrip("0123456789"), "#af7aa1")
             vals.append(({"value": dur, "style": f"fill:{color};stroke:#fff;stroke-width:1.5",
                           "formatter": lambda _v, j=j: f"{j.job[:1].upper()}{j.micro_batch}",
-                          "tooltip": f"rank {r}: {j.job} micro-batch {j.micro_batch}, {j.start:g}-{j.end:g}"},
-                         {"rank": r, "job": j.job, "mb": j.micro_batch, "start": f"{j.start:g}", "end": f"{j.end:g}"}))
+                          "tooltip": f"rank {names[r]}: {j.job} micro-batch {j.micro_batch}, {j.start:g}-{j.end:g}"},
+                         {"rank": names[r], "job": j.job, "mb": j.micro_batch, "start": f"{j.start:g}", "end": f"{j.end:g}"}))
         chart.add(f"segment {k}", vals)
     return chart.render()
 
