@@ -247,10 +247,13 @@ def test_diff_page_rows_and_charts_equal_json(tmp_path):
     doc = json.loads(cli("diff", a, b, "--json", code=1).output)
     html = page.read_text()
     f = figures(html)
-    rows = f.of("diff-1", "tr")
-    kinds = [x["kind"] for x in rows if "kind" in x]
-    assert {k: kinds.count(k) for k in ("added", "removed", "changed")} == doc["counts"]
-    assert [x["op"] for x in rows if "op" in x] == [d["op"] for d in doc["differences"]]
+    cells = [x for x in f.of("diff-1", "td") if "side" in x]
+    kinds = [(x["side"], x["kind"]) for x in cells]
+    assert {k: kinds.count(("b" if k == "added" else "a", k)) for k in ("added", "removed", "changed")} == doc["counts"]
+    # side by side: A's removed and changed ops in A's order, B's added and changed ones in B's
+    for side, mine in (("a", ("removed", "changed")), ("b", ("added", "changed"))):
+        assert [x["op"] for x in cells if x["side"] == side] == \
+            [d["op"] for d in doc["differences"] if d["kind"] in mine]
     summ = {x["key"]: x for x in f.of("program-1", "tr") if "key" in x}
     vals = [x for x in f.of("program-1", "td") if "value" in x]
     sa, sb = doc["summary"]["a"], doc["summary"]["b"]

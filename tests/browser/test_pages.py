@@ -149,9 +149,12 @@ def test_diff_page_in_chromium(browser, pages):
     logs = open_page(browser, path)
     assert [x for x in logs if x["level"] in ("SEVERE", "WARNING")] == [], logs
     assert count(browser, "svg.distc-chart") == 3
-    rows = data_of(browser, "#diff-1 tr.op")
-    assert [r["op"] for r in rows] == [d["op"] for d in doc["differences"]]
-    assert {k: sum(r["kind"] == k for r in rows) for k in doc["counts"]} == doc["counts"]
+    cells = data_of(browser, "#diff-1 td[data-side]")
+    for side, mine in (("a", ("removed", "changed")), ("b", ("added", "changed"))):
+        assert [c["op"] for c in cells if c["side"] == side] == [d["op"] for d in doc["differences"] if d["kind"] in mine]
+    assert {k: sum(c["kind"] == k and c["side"] == ("b" if k == "added" else "a") for c in cells)
+            for k in doc["counts"]} == doc["counts"]
+    assert drawn(browser, "#diff-1 td[data-side]")
     assert count(browser, "#chart-p1-counts g.bar") == 2 * len(set(doc["summary"]["a"]["by_kind"]) | set(doc["summary"]["b"]["by_kind"]))
     assert drawn(browser, "#chart-p1-memory g.bar rect")
     screenshot(browser, ARTIFACTS / "diff.png")

@@ -14,14 +14,35 @@ MEMORY_KEYS = (("parameters", "parameters"), ("gradients", "gradients"), ("optim
                ("total", "memory total"))
 
 
-def _row(d, describe) -> dict:
-    def side(op):
-        if op is None:
-            return None
-        return {"line": op.loc[0] if op.loc else None, "text": describe(op)}
+def _rows(diffs, describe) -> list[dict]:
+    """The page's rows, side by side: a changed op is one row (A's line left, B's right, then each
+    change); a run of removed and added ops between two changed ones shares rows, removed ops on
+    the left and added ops on the right, each side in its own program's order (as side-by-side
+    diffs align them)."""
+    def side(d, op):
+        return {"kind": d.kind, "op": d.op, "line": op.loc[0] if op.loc else None, "text": describe(op)}
 
-    return {"kind": d.kind, "op": d.op, "a": side(d.a), "b": side(d.b),
-            "changes": [{"name": c.name, "what": c.what, "a": c.a, "b": c.b} for c in d.changes]}
+    rows: list[dict] = []
+    run: dict[str, list] = {"removed": [], "added": []}
+
+    def flush() -> None:
+        left, right = run["removed"], run["added"]
+        for i in range(max(len(left), len(right))):
+            a = side(left[i], left[i].a) if i < len(left) else None
+            b = side(right[i], right[i].b) if i < len(right) else None
+            rows.append({"kind": " ".join(x["kind"] for x in (a, b) if x), "a": a, "b": b, "changes": []})
+        left.clear()
+        right.clear()
+
+    for d in diffs:
+        if d.kind in run:
+            run[d.kind].append(d)
+            continue
+        flush()
+        rows.append({"kind": d.kind, "a": side(d, d.a), "b": side(d, d.b),
+                     "changes": [{"name": c.name, "what": c.what, "a": c.a, "b": c.b} for c in d.changes]})
+    flush()
+    return rows
 
 
 def _charts(k: int, sa: dict, sb: dict, names: tuple[str, str]) -> list[str]:
@@ -53,9 +74,10 @@ def diff_page(name_a: str, name_b: str, programs: list[tuple], equal: bool, comm
     names = short if short[0] != short[1] else (name_a, name_b)
     sections = []
     for k, (res, sums) in enumerate(programs, 1):
-        rows = [_row(d, describe) for d in res.diffs[:MAX_ROWS]]
+        rows = _rows(res.diffs[:MAX_ROWS], describe)
         sections.append({
             "k": k, "equal": res.equal, "counts": res.counts(), "n_a": res.n_a, "n_b": res.n_b, "rows": rows,
+            "shown": min(len(res.diffs), MAX_ROWS),
             "hidden": max(0, len(res.diffs) - MAX_ROWS),
             "rings": {a: b for a, b in sorted(res.rings.items()) if a != b},
             "sums": sums, "charts": _charts(k, *sums, names) if sums else [],
