@@ -320,3 +320,24 @@ def test_many_ranks_share_bars_and_heat_map_blocks():
     assert sorted(j["rank"] for j in jobs) == ["0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,44,46,48,"
                                                "50,52,54,56,58,60,62", "1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,33,"
                                                "35,37,39,41,43,45,47,49,51,53,55,57,59,61,63"]
+
+
+def test_schedule_file_forms(tmp_path):
+    """--schedule takes the plain form and a whole `distc schedule --cost --json` line (its
+    timelines, jobs with the time they wait inside); the bubble counts that wait as idle."""
+    from distc.commands.report import read_schedules
+    from distc.commands.report.charts import bubble_fraction
+
+    plain = tmp_path / "a.json"
+    plain.write_text(json.dumps({"1F1B": schedule("1F1B", 2, 2)}))
+    line = tmp_path / "b.json"
+    line.write_text(json.dumps({"command": "schedule", "timelines": {"ZBH1": {
+        "0": [["forward", 0, 0.0, 1.0], ["backward", 0, 1.0, 4.0, 1.0]], "1": [["forward", 0, 1.0, 2.0],
+                                                                             ["backward", 0, 2.0, 3.0]]}}}))
+    a, b = read_schedules(str(plain)), read_schedules(str(line))
+    assert list(a) == ["1F1B"] and list(b) == ["ZBH1"]
+    assert bubble_fraction(b["ZBH1"]) == pytest.approx(1 - (1 + 2 + 1 + 1) / 8)  # span 0-4 on 2 ranks
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"x": {"0": [["forward", 0, 2.0, 1.0]]}}))
+    with pytest.raises(Exception, match="rank 0: job forward 0 ends before it starts"):
+        read_schedules(str(bad))

@@ -99,7 +99,9 @@ def command_line() -> str:
 
 
 def read_schedules(path: str) -> dict:
-    """``--schedule FILE``: {name: {rank: [Job ...]}} from JSON; a located error if it is not that."""
+    """``--schedule FILE``: ``{name: {rank: [[job, micro_batch, start, end(, idle)], ...]}}`` from
+    JSON, or a whole ``distc schedule --cost --json`` line (its ``timelines``); a located error if
+    it is neither."""
     import json
 
     from ...driver import read_text
@@ -111,16 +113,22 @@ def read_schedules(path: str) -> dict:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise DiagnosticError(f"not JSON: {e.msg}", e.lineno, e.colno, filename=path, source=text) from None
+    if isinstance(doc, dict) and isinstance(doc.get("timelines"), dict):
+        doc = doc["timelines"]
     out: dict = {}
     try:
         for name, ranks in doc.items():
-            out[str(name)] = {int(r): [Job(str(j), int(mb), float(s), float(e)) for j, mb, s, e in jobs]
+            out[str(name)] = {int(r): [Job(str(j[0]), int(j[1]), float(j[2]), float(j[3]),
+                                           float(j[4]) if len(j) > 4 else 0.0) for j in jobs]
                               for r, jobs in ranks.items()}
             for r, jobs in out[str(name)].items():
-                bad = [j for j in jobs if j.end < j.start]
+                bad = [j for j in jobs if j.end < j.start or j.idle < 0 or j.idle > j.end - j.start]
                 if bad:
-                    raise ValueError(f"rank {r}: job {bad[0].job} ends before it starts")
-    except (AttributeError, TypeError, ValueError) as e:
-        raise DiagnosticError("expected {schedule name: {rank: [[job, micro_batch, start, end], ...]}}"
-                              + (f": {e}" if isinstance(e, ValueError) else ""), filename=path) from None
+                    raise ValueError(f"rank {r}: job {bad[0].job} {bad[0].micro_batch} ends before it starts "
+                                     "or waits longer than it lasts")
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError) as e:
+        raise DiagnosticError("expected {schedule name: {rank: [[job, micro_batch, start, end], ...]}} (or "
+                              "`distc schedule --cost --json` output)" + (f": {e}" if isinstance(e, ValueError) and
+                                                                          str(e).startswith("rank") else ""),
+                              filename=path) from None
     return out

@@ -207,20 +207,23 @@ def group_chart(chart_id: str, groups: list[dict]) -> str:
 @dataclass(frozen=True)
 class Job:
     """One job of a rank's pipeline schedule: its type (forward, backward, optimizer ...), the
-    micro-batch, and when it starts and ends (modelled time units)."""
+    micro-batch, when it starts and ends (modelled time units), and how long it waits inside (a
+    receive whose send comes later: not busy)."""
 
     job: str
     micro_batch: int
     start: float
     end: float
+    idle: float = 0.0
 
 
 def bubble_fraction(schedule: dict[int, list[Job]]) -> float:
-    """The idle share of the ranks' time from the first job's start to the last job's end."""
+    """The idle share of the ranks' time over the step (from 0, or an earlier first start, to the
+    last job's end): between jobs, and waiting inside them."""
     end = max((j.end for jobs in schedule.values() for j in jobs), default=0.0)
-    start = min((j.start for jobs in schedule.values() for j in jobs), default=0.0)
+    start = min([0.0] + [j.start for jobs in schedule.values() for j in jobs])
     span = (end - start) * len(schedule)
-    busy = sum(j.end - j.start for jobs in schedule.values() for j in jobs)
+    busy = sum(j.end - j.start - j.idle for jobs in schedule.values() for j in jobs)
     return 0.0 if span <= 0 else max(0.0, 1 - busy / span)
 
 
@@ -266,7 +269,8 @@ def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]]) -> 
             color = JOB_COLORS.get(j.job.rstrip("0123456789"), "#af7aa1")
             vals.append(({"value": dur, "style": f"fill:{color};stroke:#fff;stroke-width:1.5",
                           "formatter": lambda _v, j=j: f"{j.job[:1].upper()}{j.micro_batch}",
-                          "tooltip": f"rank {names[r]}: {j.job} micro-batch {j.micro_batch}, {j.start:g}-{j.end:g}"},
+                          "tooltip": f"rank {names[r]}: {j.job} micro-batch {j.micro_batch}, {j.start:g}-{j.end:g}"
+                                     + (f" (waits {j.idle:g})" if j.idle else "")},
                          {"rank": names[r], "job": j.job, "mb": j.micro_batch, "start": f"{j.start:g}", "end": f"{j.end:g}"}))
         chart.add(f"segment {k}", vals)
     return chart.render()
