@@ -110,7 +110,8 @@ def test_serial_op_without_kernel_names_no_rank(tmp_path):
     s, pattern = write_set(tmp_path, serial, ranks)
     r = cli(s, "--ranks", pattern)
     assert r.exit_code == 3, r.output
-    assert f":{line}:" in r.output and "no kernel: pd_op.swish_like" in r.output and "rank None" not in r.output
+    assert "no kernel for 1 op name (nothing simulated" in r.output, r.output
+    assert f"pd_op.swish_like: 1 op; first at {s}:{line}:5\n" in r.output and "rank None" not in r.output
 
 
 def test_mutation_without_kernel_is_exit_3(tmp_path):
@@ -119,7 +120,7 @@ def test_mutation_without_kernel_is_exit_3(tmp_path):
     s, pattern = write_set(tmp_path, serial, ranks)
     r = cli(s, "--ranks", pattern)
     assert r.exit_code == 3, r.output
-    assert f"main.r2.ir:{line}:" in r.output and "no kernel" in r.output and "pd_op.swish_like" in r.output
+    assert f"pd_op.swish_like: 1 op; first at {pattern.replace('{rank}', '2')}:{line}:5 (rank 2)\n" in r.output
 
 
 def test_input_errors_are_located(tmp_path):
@@ -297,6 +298,26 @@ def test_json_no_kernel_and_divergence(tmp_path):
     r = cli(s, "--ranks", pattern, "--json")
     assert r.exit_code == 3
     doc = json.loads(r.output)
-    nk = doc["main"]["no_kernel"]
+    [nk] = doc["main"]["no_kernel"]
     assert doc["exit"] == 3 and doc["main"]["status"] == "no-kernel"
-    assert (nk["rank"], nk["op"], nk["line"]) == (3, "pd_op.softmax_v9", line) and nk["file"].endswith("main.r3.ir")
+    [first] = nk["first"]
+    assert (nk["op"], nk["count"], first["rank"], first["line"]) == ("pd_op.softmax_v9", 1, 3, line)
+    assert first["file"].endswith("main.r3.ir")
+
+
+def test_every_missing_kernel_is_listed_before_simulating(tmp_path):
+    """All op names without a kernel, their counts and the first op in each program, at once (exit 3)."""
+    serial, ranks = llama_texts("clip", "dp4")
+    serial = serial.replace('"pd_op.silu"', '"pd_op.swish_like"')
+    ranks = {r: t.replace('"pd_op.silu"', '"pd_op.swish_like"') for r, t in ranks.items()}
+    ranks[1], line = _mutate(ranks[1], r'"pd_op\.softmax"', '"pd_op.softmax"', '"pd_op.softmax_v9"')
+    s, pattern = write_set(tmp_path, serial, ranks)
+    r = cli(s, "--ranks", pattern)
+    assert r.exit_code == 3, r.output
+    n_silu = serial.count('"pd_op.swish_like"')
+    assert "no kernel for 2 op names (nothing simulated" in r.output
+    head = next(ln for ln in r.output.splitlines() if "pd_op.swish_like:" in ln)
+    assert f"pd_op.swish_like: {5 * n_silu} ops; first at {s}:" in head
+    assert all(f"main.r{k}.ir:" in head and f"(rank {k})" in head for k in range(4))
+    assert f"pd_op.softmax_v9: 1 op; first at {pattern.replace('{rank}', '1')}:{line}:5 (rank 1)" in r.output
+    assert "EQUAL" not in r.output and "DIVERGED" not in r.output

@@ -163,6 +163,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             status = verify_built(before, lambda r: (str(_lower(source, filename, r, paddle_only, coshard, program)[0]), None),
                                   names=lambda r: f"<rank {r} of {filename}>")
             if status:
+                click.echo(f"verify: {'DIVERGED' if status == 1 else 'not proven'}: nothing written", err=True)
                 sys.exit(status)
             verify = False
         # --all-ranks: every rank of the program (a rank no reshard involves gets its program too:

@@ -88,7 +88,9 @@ def _summary(res: RankResult, stage: int, axis) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
 @click.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
 @click.option("--verify", "prove", is_flag=True, help="build every rank's program (and startup program) and "
-              "prove them against MAIN with the simulator (see distc verify); nothing is written if they differ")
+              "prove them against MAIN with the simulator (see distc verify) before writing: EQUAL writes the "
+              "outputs (exit 0); DIVERGED writes nothing (exit 1); not provable (ops without a kernel, all "
+              "listed) writes the outputs unproven and says so (exit 3)")
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 @program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
@@ -149,8 +151,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             pipe.check_startups(ranks)
         serial = prog.clone() if prove else None  # MAIN as given, for the proof
         pipe.prepare()
-        if serial is not None:
-            _prove(pipe, serial, output if many else None, main_file)
+        unproven = _prove(pipe, serial, output if many else None, main_file) if serial is not None else 0
         if many:
             result = run_ranks(pipe, ranks, jobs, out, targets)
             if explain and not as_json:
@@ -165,6 +166,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                     [n for x in result.values() for n in x.notes])
             elif not quiet:
                 rank_summary(result.ranks, stage, result.sharding_axis)
+            _unproven_exit(unproven, [pat.replace("{rank}", str(r)) for pat in (output, startup_out) if pat
+                                      for r in ranks])
             return
         assert rank is not None
         res = pipe.lower(rank, copy=False)
@@ -179,6 +182,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             summary_json(pipe, stage, {rank: _rank_json(res)}, res.notes, res.ran)
         elif not quiet:
             _summary(res, stage, pipe.ctx.stats.sharding_axis)
+        written = [output or "-"] + ([startup_out] if startup_out else [])
+        _unproven_exit(unproven, ["stdout" if o == "-" else o for o in written])
 
 
 def _load_startups(startup: str, ranks: list[int], sources: dict[str, str]) -> Program | dict[int, Program]:
@@ -242,7 +247,7 @@ def _explain(pipe: ShardPipeline, results: dict) -> None:
             con.print("  " + n, markup=False)
 
 
-def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str) -> None:
+def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str) -> int:
     """``--verify``: every rank's program (and startup program), each built from the shared state
     on a copy, proven against MAIN (``serial``, taken before the passes) by the simulator."""
     import sys
@@ -260,5 +265,19 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
     serial_startup = None if st is None else st.clone() if isinstance(st, Program) else \
         {r: p.clone() for r, p in st.items()}
     status = verify_built(serial, build, startup=serial_startup, names=names)
+    if status == 1:
+        click.echo("verify: DIVERGED: nothing written", err=True)
+        sys.exit(status)
+    return status
+
+
+def _unproven_exit(status: int, written: list[str]) -> None:
+    """``--verify`` could not prove the programs (ops without a kernel): the outputs were written
+    unproven; say so and exit with the status."""
     if status:
+        import sys
+
+        shown = ", ".join(written[:4]) + (f" and {len(written) - 4} more" if len(written) > 4 else "")
+        click.echo(f"verify: not proven (ops without a kernel, listed above): outputs written unproven: {shown}",
+                   err=True)
         sys.exit(status)

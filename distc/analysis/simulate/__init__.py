@@ -62,8 +62,10 @@ outermost.
 
 Package layout: :mod:`.values` (errors, dtypes, one rank's values), :mod:`.layout` (pieces of
 a global array under a layout), :mod:`.registry` (the ``@kernel`` table), :mod:`.kernels` (one
-module per op family), :mod:`.runner` (one rank), :mod:`.scheduler` (all ranks, collectives,
-send/recv, deadlocks), :mod:`.reshard` (one-reshard proofs).
+module per op family; :mod:`.kernels.randomness` the counter-based draws that make a sharded
+dropout equal the serial one), :mod:`.coverage` (every op without a kernel, found before
+simulating), :mod:`.runner` (one rank, nested blocks of control flow), :mod:`.scheduler` (all
+ranks, collectives, send/recv, deadlocks), :mod:`.reshard` (one-reshard proofs).
 """
 
 from .layout import check_layout, distribute, expected_piece, reduce_arrays

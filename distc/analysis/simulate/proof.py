@@ -9,6 +9,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .coverage import Missing, missing_kernels
 from .reshard import final_value
 from .scheduler import simulate_ranks, simulate_serial
 from .step import Divergence, StepReport, Compare, input_name, make_inputs, step_state
@@ -28,10 +29,17 @@ def _where(e: SimulationError, programs: Mapping[int, Program], serial: Program)
 def _file(report: StepReport, e: SimulationError, d: Divergence) -> StepReport:
     """File a simulation failure in ``report``: an op without a kernel is not a verdict."""
     if isinstance(e, NoKernel):
-        report.no_kernel = d
+        loc = e.op.loc if e.op is not None and e.op.loc else (None, None)
+        report.missing = [Missing(e.op.name if e.op is not None else "?", 1, [(d.rank, d.filename, loc[0], loc[1])])]
     else:
         report.divergence = d
     return report
+
+
+def _unprovable(report: StepReport, serial: Program, programs: Mapping[int, Program]) -> bool:
+    """List every op without a kernel, in the serial program and each rank's, before simulating."""
+    report.missing = missing_kernels([(None, serial)] + sorted(programs.items()))
+    return bool(report.missing)
 
 def _role(op: Operation) -> int:
     r = attr(op, "op_role", 0)
@@ -86,6 +94,8 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
     step leaves behind (see the module docstring).  Raises nothing for a wrong program: the
     report's :attr:`StepReport.status` says 0 (equal), 1 (divergence) or 3 (no kernel)."""
     report = StepReport(sorted(programs), rtol, atol)
+    if _unprovable(report, serial, programs):
+        return report
     inputs = make_inputs(serial, seed)
     for r, prog in sorted(programs.items()):
         for op in prog.ops:
@@ -150,6 +160,8 @@ def verify_reshard_step(serial: Program, programs: Mapping[int, Program], *, see
     """A one-reshard SERIAL: every destination rank's final value must be its piece of the
     reshard's result (the input itself) under the destination layout."""
     report = StepReport(sorted(programs), rtol, atol)
+    if _unprovable(report, serial, programs):
+        return report
     rs = [op for op in serial.ops if op.name == ops.RESHARD][-1]
     dst = rs.results[0].type.dist if isinstance(rs.results[0].type, DistTensorType) else None
     inputs = make_inputs(serial, seed)
@@ -195,6 +207,8 @@ def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Ma
     serial startup program makes.  Initializers fill the shape their result type declares
     (Paddle's per-rank startup programs keep the global ``shape`` attribute)."""
     report = StepReport(sorted(programs), rtol, atol)
+    if _unprovable(report, serial, programs):
+        return report
     try:
         sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True, seed=seed)
         rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True, layouts=layouts)

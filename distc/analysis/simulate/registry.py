@@ -3,6 +3,9 @@ computing an op's results on one rank (``rt`` is the rank's runner: ``rt.rank``,
 ``rt.sim``; ``vals`` the operands' local values).  A communication kernel is a generator: it
 yields a request to the scheduler and returns the results when the reply arrives.
 
+A kernel registered with ``absent_ok=True`` also runs when some operands do not exist on the
+rank (they are passed as :data:`.values.ABSENT`): ops joining values of several sub-meshes.
+
 Lookup is by the op's full name, then without the trailing ``_`` of an in-place variant
 (``pd_op.add_`` runs ``pd_op.add``)."""
 
@@ -18,12 +21,13 @@ class Kernel:
     name: str
     fn: Callable
     comm: bool  # a generator talking to the scheduler
+    absent_ok: bool = False  # runs although some operands do not exist on the rank
 
 
 KERNELS: dict[str, Kernel] = {}
 
 
-def kernel(*names: str) -> Callable[[Callable], Callable]:
+def kernel(*names: str, absent_ok: bool = False) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the kernel of every op name in ``names``."""
 
     def deco(fn: Callable) -> Callable:
@@ -31,7 +35,7 @@ def kernel(*names: str) -> Callable[[Callable], Callable]:
         for n in names:
             if n in KERNELS:
                 raise ValueError(f"two kernels for {n}")
-            KERNELS[n] = Kernel(n, fn, comm)
+            KERNELS[n] = Kernel(n, fn, comm, absent_ok)
         return fn
 
     return deco

@@ -15,6 +15,8 @@ from ...ir.core import Operation, Program
 from ...ir.types import DistTensorType
 from ...dialects import ops
 
+YIELD = "cf.yield"
+
 if TYPE_CHECKING:
     from .scheduler import Simulator
 
@@ -27,12 +29,25 @@ class RankRunner:
         self.env = RankValues(rank, prog)
         self.shard_count = 0
         self.serial = sim.serial  # the global view: every op runs, values are global
+        self._ordinals: dict[Operation, int] | None = None
 
     def local_shape(self, t) -> tuple[int, ...] | None:
         """The shape a value of type ``t`` has here (the global shape in the serial view)."""
         if self.serial:
             return tuple(t.shape) if hasattr(t, "shape") and t.shape is not None else None
         return local_shape(t, self.rank)
+
+    def ordinal(self, op: Operation) -> int:
+        """The op's position among the ops of its name in this rank's program (the k-th dropout):
+        what identifies one random stream in the serial and in every rank program."""
+        if self._ordinals is None:
+            seen: dict[str, int] = {}
+            self._ordinals = {}
+            for o in self.prog.walk():
+                base = o.name[:-1] if o.name.endswith("_") and not o.name.endswith("__") else o.name
+                self._ordinals[o] = seen.get(base, 0)
+                seen[base] = self._ordinals[o] + 1
+        return self._ordinals[op]
 
     def err(self, op: Operation, msg: str) -> SimulationError:
         return SimulationError(msg, self.rank, op)
@@ -60,25 +75,39 @@ class RankRunner:
         return self.rank in d.mesh.process_ids
 
     def run(self) -> Iterator:
-        progress = self.sim.progress
-        for op in self.prog.ops:
+        yield from self.run_ops(self.prog.ops, self.sim.progress)
+
+    def run_block(self, block, args: list) -> Iterator:
+        """Run a region's block with its arguments bound to ``args`` (a generator, since nested ops
+        may communicate); returns the operand values of its closing ``cf.yield``."""
+        for a, x in zip(block.args, args):
+            dict.__setitem__(self.env, a, x)
+            if a.name is not None:
+                dict.__setitem__(self.env, "%" + a.name, x)
+        body = block.ops
+        end = body[-1] if body and body[-1].name == YIELD else None
+        yield from self.run_ops(body[:-1] if end is not None else body, None)
+        if end is None:
+            return []
+        return [None if v is None else dict.get(self.env, v, ABSENT) for v in end.operands]
+
+    def run_ops(self, ops_: list[Operation], progress) -> Iterator:
+        for op in ops_:
             if progress is not None:
                 progress(1)
-            if op.regions:
-                raise self.err(op, "ops with regions are not supported by the simulator")
             if not self.runs_here(op):
                 self.set(op, [ABSENT] * op.num_results)
                 continue
             env = self.env
             vals = [None if v is None else dict.get(env, v, ABSENT) for v in op.operands]
-            if any(x is ABSENT for x in vals):
+            k = lookup(op.name)
+            if any(x is ABSENT for x in vals) and not (k is not None and k.absent_ok):
                 if op.dist_attr is not None and op.name != ops.RESHARD:
                     bad = [i for i, x in enumerate(vals) if x is ABSENT]
                     raise self.err(op, f"operand(s) {bad} are not computed on this rank "
                                        f"(their producers do not run here)")
                 self.set(op, [ABSENT] * op.num_results)
                 continue
-            k = lookup(op.name)
             if k is None:
                 raise NoKernel("the simulator does not know this op", self.rank, op)
             outs = (yield from k.fn(self, op, vals)) if k.comm else k.fn(self, op, vals)

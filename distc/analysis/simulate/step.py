@@ -25,6 +25,7 @@ from typing import Mapping
 
 import numpy as np
 
+from .coverage import Missing, summary as missing_summary
 from .layout import expected_piece, layout_groups
 from .values import SimulationError, attr, np_dtype
 from ...dialects import ops
@@ -167,13 +168,13 @@ class StepReport:
     max_rel: float = 0.0
     ops: int = 0              # ops simulated, serial and ranks
     divergence: Divergence | None = None
-    no_kernel: Divergence | None = None
+    missing: list[Missing] = field(default_factory=list)  # op names without a kernel (nothing simulated)
     notes: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> int:
-        """0 equal, 1 divergence, 3 an op without a kernel."""
-        return 3 if self.no_kernel else 1 if self.divergence else 0
+        """0 equal, 1 divergence, 3 ops without a kernel (not provable)."""
+        return 3 if self.missing else 1 if self.divergence else 0
 
     def as_dict(self) -> dict:
         return {"status": ["equal", "diverged", None, "no-kernel"][self.status], "exit": self.status,
@@ -181,14 +182,13 @@ class StepReport:
                 "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "rtol": self.rtol,
                 "atol": self.atol, "ops_simulated": self.ops,
                 "divergence": self.divergence.as_dict() if self.divergence else None,
-                "no_kernel": self.no_kernel.as_dict() if self.no_kernel else None}
+                "no_kernel": [m.as_dict() for m in self.missing] or None}
 
     def summary(self) -> str:
         stats = (f"{self.tensors} values ({self.elements} numbers) compared on ranks {self.ranks}, "
                  f"largest error abs {self.max_abs:.3g} rel {self.max_rel:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
-        if self.no_kernel:
-            d = self.no_kernel
-            return f"{d.where()}: no kernel: " + (f"rank {d.rank}: " if d.rank is not None else "") + f"{d.op.name if d.op else '?'}: {d.message}"
+        if self.missing:
+            return missing_summary(self.missing)
         if self.divergence:
             d = self.divergence
             head = f"{d.where()}: DIVERGED" + (f" on rank {d.rank}" if d.rank is not None else "")

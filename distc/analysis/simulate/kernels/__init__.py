@@ -1,3 +1,6 @@
 """The kernel families; importing this package fills :data:`..registry.KERNELS`."""
 
-from . import collectives, elementwise, grads, init, nn, optimizers, shape, structural  # noqa: F401
+from . import (  # noqa: F401
+    activation, collectives, control, conv, elementwise, fused, grads, index, init, moe, nn, norm, optimizers, randomness,
+    shape, structural,
+)

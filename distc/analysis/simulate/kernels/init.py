@@ -1,19 +1,18 @@
 """Random initializers of startup programs (``uniform``, ``gaussian``,
-``truncated_gaussian_random``), seeded alike on every rank: the value is drawn at the global shape
-from the simulation seed, the op's ``seed`` and the name of the parameter or state it initializes
-(the ``set_parameter``/``shadow_output`` it flows into), then each rank takes its piece — by the
-result's dist type, else by the layout the simulator was given for that name (a dense per-rank
-startup program keeps the global ``shape`` and declares only the local type)."""
+``truncated_gaussian_random``), seeded alike on every rank: each element is a counter-based draw
+(:mod:`.randomness`) keyed by the simulation seed, the op's ``seed`` and the name of the parameter
+or state it initializes (the ``set_parameter``/``shadow_output`` it flows into) and indexed by the
+element's global index, so each rank draws exactly its piece — found from the result's dist type,
+else from the layout the simulator was given for that name (a dense per-rank startup program
+keeps the global ``shape`` and declares only the local type)."""
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 
-from ..layout import expected_piece
 from ..registry import kernel
 from ..values import attr, int_list, operand_or_attr, scalar
+from .randomness import normal, piece_index, stream_key, uniform01
 from ....dialects import ops
 from ....ir.types import DistTensorType
 
@@ -36,21 +35,21 @@ def target_name(v) -> str | None:
 
 
 def _draw(rt, op, shape, fn):
+    """``fn(key, global_indices)`` on this rank's piece of the global ``shape``."""
     res = op.results[0]
-    name = target_name(res) or f"{op.name}#{rt.prog.ops.index(op)}"
-    rng = np.random.default_rng([rt.sim.seed, zlib.crc32(name.encode()), int(attr(op, "seed", 0) or 0)])
-    g = np.asarray(fn(rng, tuple(shape)), dtype=np.float64)
+    name = target_name(res) or f"{op.name}#{rt.ordinal(op)}"
+    key = stream_key(rt.sim.seed, name, int(attr(op, "seed", 0) or 0))
+    shape = tuple(int(d) for d in shape)
     want = rt.local_shape(res.type)
-    if want is None or tuple(want) == g.shape or any(d < 0 for d in want):
-        return [g]
+    if want is None or any(d < 0 for d in want):
+        want = shape
     t = res.type
     layout = t.dist if isinstance(t, DistTensorType) else rt.sim.layouts.get(name)
-    if layout is not None:
-        piece = expected_piece(g, layout, rt.rank)
-        if piece.shape == tuple(want):
-            return [piece]
-    raise rt.err(op, f"draws {list(g.shape)} for {name!r} but its type is local {list(want)}, and no layout "
-                     "says which piece this rank holds")
+    idx = piece_index(shape, layout, None if rt.serial else rt.rank, tuple(want))
+    if idx is None:
+        raise rt.err(op, f"draws {list(shape)} for {name!r} but its type is local {list(want)}, and no layout "
+                         "says which piece this rank holds")
+    return [np.asarray(fn(key, idx), dtype=np.float64)]
 
 
 def _shape(vals, op):
@@ -61,13 +60,13 @@ def _shape(vals, op):
 def uniform(rt, op, vals):  # (shape, min, max)
     lo = float(operand_or_attr(vals, 1, op, "min", -1.0, conv=scalar))
     hi = float(operand_or_attr(vals, 2, op, "max", 1.0, conv=scalar))
-    return _draw(rt, op, _shape(vals, op), lambda rng, s: rng.uniform(lo, hi, size=s))
+    return _draw(rt, op, _shape(vals, op), lambda key, i: lo + (hi - lo) * uniform01(key, i))
 
 
 @kernel("pd_op.gaussian")
 def gaussian(rt, op, vals):  # (shape)
     mean, std = float(attr(op, "mean", 0.0)), float(attr(op, "std", 1.0))
-    return _draw(rt, op, _shape(vals, op), lambda rng, s: rng.normal(mean, std, size=s))
+    return _draw(rt, op, _shape(vals, op), lambda key, i: mean + std * normal(key, i))
 
 
 @kernel("pd_op.truncated_gaussian_random")
@@ -76,11 +75,13 @@ def truncated_gaussian(rt, op, vals):
     mean, std = float(attr(op, "mean", 0.0)), float(attr(op, "std", 1.0))
     a, b = float(attr(op, "a", -2.0)), float(attr(op, "b", 2.0))
 
-    def draw(rng, s):
-        x = rng.normal(mean, std, size=s)
+    def draw(key, idx):
+        x = mean + std * normal(key, idx)
         bad = (x < a) | (x > b)
-        while bad.any():
-            x[bad] = rng.normal(mean, std, size=int(bad.sum()))
+        attempt = 0
+        while bad.any():  # redraw the rejected elements from the next stream (still per element)
+            attempt += 1
+            x[bad] = mean + std * normal(stream_key(key, attempt), idx[bad])
             bad = (x < a) | (x > b)
         return x
 

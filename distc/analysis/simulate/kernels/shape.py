@@ -60,9 +60,9 @@ def transpose(rt, op, vals):
     return [np.transpose(vals[0], int_list(attr(op, "perm")))]
 
 
-@kernel("pd_op.slice")
-def slice_(rt, op, vals):
-    x = np.asarray(vals[0])
+def slice_region(op, vals, shape) -> tuple[tuple[slice, ...], list[int]]:
+    """A slice op's region of an input of ``shape`` (starts/ends from operands 1, 2 or the
+    attributes, clamped as Paddle does) and the axes it drops (``decrease_axis``)."""
     axes = int_list(attr(op, "axes"))
     starts = operand_or_attr(vals, 1, op, "starts", conv=int_list)
     ends = operand_or_attr(vals, 2, op, "ends", conv=int_list)
@@ -70,19 +70,25 @@ def slice_(rt, op, vals):
         starts = starts * len(axes)
     if len(ends) == 1 and len(axes) > 1:
         ends = ends * len(axes)
-    idx = [slice(None)] * x.ndim
+    idx = [slice(None)] * len(shape)
     for a, s, e in zip(axes, starts, ends):
-        a = norm_axis(a, x.ndim)
-        n = x.shape[a]
+        a = norm_axis(a, len(shape))
+        n = shape[a]
         s = s + n if s < 0 else s
         e = e + n if e < 0 else e
         s = min(max(s, 0), n)
         e = min(max(e, 0), n)
         idx[a] = slice(s, max(s, e))
-    out = x[tuple(idx)]
     dec = int_list(attr(op, "decrease_axis", []) or [])
-    if dec:
-        drop = {norm_axis(a, x.ndim) for a in dec}
+    return tuple(idx), sorted({norm_axis(a, len(shape)) for a in dec})
+
+
+@kernel("pd_op.slice")
+def slice_(rt, op, vals):
+    x = np.asarray(vals[0])
+    idx, drop = slice_region(op, vals, x.shape)
+    out = x[idx]
+    if drop:
         out = out.reshape([d for i, d in enumerate(out.shape) if i not in drop])
     return [np.array(out, copy=True)]
 
