@@ -196,13 +196,41 @@ class _Partitioner:
             op.set_attr("replace_all_uses_with_reshard_var", A.BoolAttr(True))
 
 
+def split_truth(prog: Program, ctx: PassContext) -> int:
+    """Give each ``builtin.split`` result the layout of the list element it is (Paddle's
+    completion can type it with its user's wish instead: ViT's ``concat_grad`` -> ``builtin.split``
+    -> ``expand_grad`` says Replicate for a Shard(0) piece, so no reshard is inserted and each rank
+    sums only its own batch rows into the cls token's gradient).  Returns how many were retyped."""
+    n = 0
+    for op in prog.walk():
+        if op.name != ops.BUILTIN_SPLIT or op.num_operands != 1 or op.operand(0) is None:
+            continue
+        vt = op.operand(0).type
+        if not isinstance(vt, VectorType) or len(vt.elements) != op.num_results:
+            continue
+        for r, et in zip(op.results, vt.elements):
+            t = r.type
+            if isinstance(t, DistTensorType) and isinstance(et, DistTensorType) and t.dist != et.dist \
+                    and t.shape == et.shape:
+                r.type = t.with_dist(et.dist)
+                n += 1
+                line = f" (line {op.loc[0]})" if op.loc else ""
+                ctx.notes.append(f"partition: builtin.split{line} result {r.index} typed "
+                                 f"{t.dist.short_name()} but the list holds {et.dist.short_name()} there: "
+                                 "retyped to what it holds, so its users get a reshard (Paddle: none)")
+    return n
+
+
 @register
 @dataclass
 class PartitionPass(ModulePass):
     name = "partition"
     description = "insert dist_op.reshard where layouts differ from op_dist_attr (Paddle's apply_partition_pass)"
+    paddle: bool = False  # keep builtin.split results typed as Paddle's completion typed them (no repair)
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
+        if not self.paddle:
+            split_truth(prog, ctx)
         p = _Partitioner(prog, ctx)
         p.block(prog.block)
         ctx.stats.reshards_inserted = p.inserted
