@@ -15,8 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "distc"
 LAYERS = ["ir", "syntax", "dialects", "analysis", "passes", "pipeline", "commands"]
+# ``capture`` (``distc capture``) is a command: the one package with anything to do with Paddle, which
+# it never imports itself (its ``hooks.py`` runs inside the Paddle process; see test_only_capture_knows_paddle)
 TOP_LEVEL = {"__init__": "pipeline", "cli": "commands", "driver": "commands", "testing": "commands",
-             "__main__": "commands", "outputs": "commands"}
+             "__main__": "commands", "outputs": "commands", "capture": "commands"}
 MAX_LINES = 500
 
 # (importing module, imported module) pairs still going upward, each with its owner: must end empty
@@ -132,3 +134,35 @@ def test_relative_imports_resolve(tmp_path):
     f.write_text("from ...ir import dist\nfrom .util import a\ndef f():\n    from ...syntax.parser import parse\n")
     got = {t for t, _ in imports_of("distc.passes.reshard.x", f)}
     assert got == {"distc.ir.dist", "distc.passes.reshard.util", "distc.syntax.parser"}
+
+
+def _imported_roots(tree: ast.AST, top_level_only: bool = False) -> set[str]:
+    nodes = tree.body if top_level_only else ast.walk(tree)  # type: ignore[attr-defined]
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add((node.module or "").split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            out.add("distc")  # a relative import
+    return out
+
+
+def test_only_capture_knows_paddle():
+    """distc never imports Paddle: only ``distc/capture/hooks.py`` does, inside its functions, and it
+    runs in the Paddle process (the user's interpreter, an oracle generator), never in distc's.
+    hooks.py imports nothing of distc's and only the standard library at module level, so an
+    interpreter holding Paddle but none of distc's dependencies can run it by its path."""
+    import sys
+
+    hooks = ROOT / "capture" / "hooks.py"
+    for mod, path in MODULES.items():
+        roots = _imported_roots(ast.parse(path.read_text(encoding="utf-8")))
+        if path == hooks:
+            assert "distc" not in roots, "hooks.py must not import distc (it runs without distc's dependencies)"
+            top = _imported_roots(ast.parse(path.read_text(encoding="utf-8")), top_level_only=True)
+            assert top <= set(sys.stdlib_module_names), top - set(sys.stdlib_module_names)
+            assert "paddle" in roots
+        else:
+            assert "paddle" not in roots, f"{mod} imports paddle: only distc/capture/hooks.py may (lazily)"

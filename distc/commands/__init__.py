@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("reshard", "shard", "verify", "diff", "report")  # command name = module name
+NAMES = ("reshard", "shard", "verify", "diff", "report", "capture")  # command name = module name
+ELSEWHERE = {"capture": "distc.capture.command"}  # commands whose module is not in this package
 
 
 def load(name: str):
     """The click command ``name``, or None (not a pipeline command, or not written yet)."""
     if name not in NAMES:
         return None
+    module = ELSEWHERE.get(name, f"{__name__}.{name}")
     try:
-        return importlib.import_module(f"{__name__}.{name}").command
+        return importlib.import_module(module).command
     except ModuleNotFoundError as e:
-        if e.name != f"{__name__}.{name}":
+        if e.name != module:
             raise
         return None
