@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-browser screenshots bench install clean
+.PHONY: demo test test-browser test-paddle screenshots bench install clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,8 +43,19 @@ screenshots: $(BIN)/.browser
 	DISTC_SCREENSHOTS=samples/screenshots $(BIN)/python -m pytest -q -o addopts=-ra tests/browser
 	! command -v pngquant >/dev/null || pngquant --quality 70-95 --speed 1 --force --ext .png samples/screenshots/*.png
 
+# distc capture against real Paddle: its own virtualenv with paddlepaddle 3.3.1 (CPU), never a
+# dependency of distc; captures samples/train_*.py and checks the files and distc shard on them
+PADDLE_VENV ?= .venv-paddle
+$(PADDLE_VENV)/bin/.installed:
+	test -x $(PADDLE_VENV)/bin/python || $(PYTHON) -m venv $(PADDLE_VENV)
+	$(PADDLE_VENV)/bin/python -m pip install -q paddlepaddle==3.3.1 "numpy<2.3"
+	touch $@
+
+test-paddle: $(BIN)/.installed $(PADDLE_VENV)/bin/.installed
+	DISTC_PADDLE_PYTHON=$(abspath $(PADDLE_VENV)/bin/python) $(BIN)/python -m pytest -q tests/paddle
+
 bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_parse.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(PADDLE_VENV) build dist *.egg-info

@@ -71,7 +71,15 @@ def _capture(cmd, folder, ranks, world, mode, jobs, timeout, all_snapshots, prog
         runs[(r.rank, r.stage0)] = r
     for r in runs.values():
         _fatal(r, cmd.script)
-    stages = {runs[(r, False)].result.get("stage") or 0 for r in ranks}
+    for r in ranks:
+        given = runs[(r, False)]
+        inputs = runs[(r, True)] if stage else given
+        if not inputs.has("before_partition"):
+            if inputs is given or not given.has("before_partition"):
+                raise failure(given, "the script failed", cmd.script)
+            raise failure(inputs, "the script's stage-0 form (dist.shard_optimizer without its shard "
+                          "function: distc's input) failed", cmd.script)
+    stages = {runs[(r, False)].result.get("stage") for r in ranks} - {None}
     if len(stages) > 1:
         raise DiagnosticError(f"the ranks ran different ZeRO stages ({sorted(stages)}): the script must "
                               "build the same program on every rank", filename=cmd.script)
@@ -79,8 +87,6 @@ def _capture(cmd, folder, ranks, world, mode, jobs, timeout, all_snapshots, prog
     for r in ranks:
         given = runs[(r, False)]
         inputs = runs[(r, True)] if stage else given
-        if not inputs.has("before_partition"):
-            raise failure(inputs, "the script failed" + (" in its stage-0 form" if stage else ""), cmd.script)
         per_rank[str(r)] = _add_rank(folder, given, inputs, stage, all_snapshots)
     if warn is not None:
         _warn_refusals(per_rank, cmd.script, warn)

@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 OUT = os.path.join(HERE, "dumps")
 CASES = {}
 
@@ -559,30 +560,18 @@ def _engine_program(meshes, placements_fn, rank):
     import paddle
 
     dist = _dist()
-    from paddle.distributed.auto_parallel.static import engine as engine_mod
-    from paddle.distributed.auto_parallel.static import helper as helper_mod
-    from paddle.distributed.auto_parallel.static import pir_pass
+    from oracle_capture import Hooks  # distc/capture/hooks.py, the one copy of the engine hooks
 
     os.environ["PADDLE_TRAINER_ID"] = str(rank)
     paddle.disable_static()
     paddle.seed(1)
     snaps = {}
-    orig_partition = engine_mod.apply_partition_pass
-    orig_reshard = pir_pass.ReshardPasses.apply_reshard_pass
 
-    def partition(program, *a, **k):
-        snaps["before_partition"] = str(program)
-        return orig_partition(program, *a, **k)
+    def keep(name, program):
+        if name in ("before_partition", "after_reshard", "dense"):
+            snaps.setdefault(name, str(program))
 
-    def reshard(program, *a, **k):
-        r = orig_reshard(program, *a, **k)
-        snaps.setdefault("after_reshard", str(program))
-        return r
-
-    engine_mod.apply_partition_pass = partition
-    pir_pass.ReshardPasses.apply_reshard_pass = staticmethod(reshard)
-    engine_mod.Engine._init_comm = lambda self: None
-    helper_mod.ProgramHelper.init_pir = lambda self, *a, **k: None
+    Hooks(keep).install()
     m0, m1 = meshes
 
     class Net(paddle.nn.Layer):
@@ -615,7 +604,6 @@ def _engine_program(meshes, placements_fn, rank):
     eng = model._engine
     eng._build("train")
     eng._parallel_pir("train")
-    snaps["dense"] = str(eng._pir_dense_main_progs["train"])
     return snaps
 
 
@@ -735,13 +723,14 @@ def engine_pipeline():
     import paddle
 
     dist = _dist()
-    from paddle.distributed.auto_parallel.static import engine as engine_mod
-    from paddle.distributed.auto_parallel.static import helper as helper_mod
+    from oracle_capture import Hooks  # distc/capture/hooks.py, the one copy of the engine hooks
 
     paddle.disable_static()
     paddle.seed(1)
-    engine_mod.Engine._init_comm = lambda self: None
-    helper_mod.ProgramHelper.init_pir = lambda self, *a, **k: None
+    snaps, plan = {}, {}
+    Hooks(lambda name, program: snaps.setdefault(name, str(program)),
+          job_cb=lambda programs, jobs: plan.update(programs={t: str(p) for t, p in programs.items()},
+                                                    jobs=jobs)).install()
     m0 = dist.ProcessMesh([0], dim_names=["x"])
     m1 = dist.ProcessMesh([1], dim_names=["x"])
 
@@ -778,11 +767,9 @@ def engine_pipeline():
     eng = model._engine
     eng._build("train")
     eng._parallel_pir("train")
-    _write("engine_pipeline.r0.dense.ir", str(eng._pir_dense_main_progs["train"]))
-    plan = getattr(eng, "_job_plan", None) or getattr(getattr(eng, "_executor", None), "_plan", None)
-    if plan is not None:
-        for k, job in enumerate(plan.job_list()[:3]):
-            _write(f"engine_pipeline.r0.job{k}.ir", str(plan.ir_program(job.type())))
+    _write("engine_pipeline.r0.dense.ir", snaps["dense"])
+    for k, (job_type, _) in enumerate(plan.get("jobs", [])[:3]):
+        _write(f"engine_pipeline.r0.job{k}.ir", plan["programs"][job_type])
 
 
 # ------------------------------------------------------------------------------ round 3

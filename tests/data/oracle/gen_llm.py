@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from oracle_capture import refusal  # noqa: E402  (Paddle's error as `Type: last line`)
 SNAPSHOTS = ["before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final"]
 CONFIGS = ["clip", "amp"]
 STAGES = ["s0", "s1", "s2", "s3"]
@@ -233,7 +234,7 @@ def build_and_capture(config, case, stage, snapshot_cb):
     import paddle
     import paddle.distributed as dist
 
-    from gen_stage1 import run_engine  # the same engine steps and snapshots as stage1/
+    from oracle_capture import run_engine  # distc/capture/hooks.py: the engine steps and snapshots
 
     paddle.seed(2024)
     np.random.seed(2024)
@@ -307,11 +308,6 @@ def build_and_capture(config, case, stage, snapshot_cb):
 
 # ----------------------------------------------------------------------------- worker
 
-def _last_line(e):
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(e).__name__
-
-
 def worker(config, case, stage, rank, outdir):
     assert os.environ.get("PADDLE_TRAINER_ID") == str(rank)
     base = os.path.join(outdir, config, f"{case}.{stage}.r{rank}")
@@ -326,10 +322,7 @@ def worker(config, case, stage, rank, outdir):
     except Exception as e:
         # Paddle refused: only its message is kept (like the corpus)
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
-            msg = _last_line(e)
-            if not msg.startswith(type(e).__name__ + ":"):
-                msg = f"{type(e).__name__}: {msg}"
-            f.write(msg + "\n")
+            f.write(refusal(e) + "\n")
         return
     missing = [s for s in SNAPSHOTS if s not in got]
     assert not missing, missing

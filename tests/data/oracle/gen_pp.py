@@ -40,7 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen_llm import BATCH, HIDDEN, SNAPSHOTS, VOCAB, _last_line, llama_layers, pack, unpack  # noqa: E402
+from gen_llm import BATCH, HIDDEN, SNAPSHOTS, VOCAB, llama_layers, pack, unpack  # noqa: E402
+from oracle_capture import refusal  # noqa: E402
 
 LAYERS = 2  # one decoder layer per pipeline stage
 MESHES = {
@@ -113,7 +114,7 @@ def build_and_capture(config, case, stage, snapshot_cb, sched=None):
     import paddle
     import paddle.distributed as dist
 
-    from gen_stage1 import run_engine
+    from oracle_capture import run_engine  # distc/capture/hooks.py (also snapshots startup_before_remove)
 
     paddle.seed(2024)
     np.random.seed(2024)
@@ -190,32 +191,16 @@ def build_and_capture(config, case, stage, snapshot_cb, sched=None):
         opt = dist.shard_optimizer(opt, fn("dp", mesh))
     loader = paddle.io.DataLoader(DS(4 * batch), batch_size=batch)
     dloader = dist.shard_dataloader(loader, meshes=[stages[0], stages[-1]], shard_dims="dp")
-    # the startup program before RemovePasses prunes it for the rank (every stage's values): extra
-    # snapshot `startup_before_remove` (run_engine wraps whatever apply_all is when it starts)
-    from paddle.distributed.auto_parallel.static import pir_pass
-    orig_remove = pir_pass.RemovePasses.apply_all
 
-    def remove(program, startup, *a, **k):
-        snapshot_cb("startup_before_remove", startup)
-        return orig_remove(program, startup, *a, **k)
+    def jobs(programs, job_list):  # the schedule cases: the job plan (schedule order), each job's program
+        snapshot_cb("jobs", "".join(f"{t} {m}\n" for t, m in job_list))
+        for t, program in programs.items():
+            snapshot_cb("job." + t, program)
 
-    pir_pass.RemovePasses.apply_all = staticmethod(remove)
-    if sched is not None:  # the dist program after gradient merge, the job plan (schedule order)
-        from paddle.distributed.auto_parallel.static import engine as engine_mod
-        orig_parallel = engine_mod.Engine._parallel_pir
-
-        def parallel(self, mode):
-            r = orig_parallel(self, mode)
-            snapshot_cb("dist_final", self._pir_dist_main_progs[mode])
-            plan = self._job_plan
-            if plan is not None:
-                snapshot_cb("jobs", "".join(f"{j.type()} {j.micro_batch_id()}\n" for j in plan.job_list()))
-                for t in plan.job_types():
-                    snapshot_cb("job." + t, plan.ir_program(t))
-            return r
-
-        engine_mod.Engine._parallel_pir = parallel
-    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy)
+    # run_engine (distc/capture/hooks.py) also gives `startup_before_remove` (the startup program
+    # before RemovePasses prunes it for the rank: every stage's values) and `dist_final` (the dist
+    # program at the end of _parallel_pir: after gradient merge)
+    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy, job_cb=jobs if sched else None)
 
 
 def sched_name(mode, case, acc):
@@ -238,11 +223,8 @@ def worker(config, case, stage, rank, outdir, sched=None):
     try:
         build_and_capture(config, case, stage, cb, sched)
     except Exception as e:  # Paddle refused: only its message is kept
-        msg = _last_line(e)
-        if not msg.startswith(type(e).__name__ + ":"):
-            msg = f"{type(e).__name__}: {msg}"
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
-            f.write(msg + "\n")
+            f.write(refusal(e) + "\n")
         return
     names = SNAPSHOTS + ["startup_before_remove"] if sched is None else \
         SCHED_SNAPSHOTS + sorted(k for k in got if k.startswith("job"))

@@ -26,6 +26,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# the engine hooks are distc's (distc/capture/hooks.py, as `distc capture` runs them); run_engine is
+# re-exported here for the generators that import it from this module
+from oracle_capture import last_line as _last_line, run_engine  # noqa: E402,F401
 OUT = os.path.join(HERE, "stage1")
 
 SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "after_remove", "dense",
@@ -172,82 +176,7 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
     run_engine(model, dloader, paddle.nn.MSELoss(), opt, snapshot_cb, timings)
 
 
-def run_engine(model, dloader, loss, opt, snapshot_cb, timings=None, strategy=None):
-    """dist.to_static + the engine's build, parallelization and initialization, with every
-    snapshot taken (also used by gen_llm.py)."""
-    import time
-
-    import paddle
-    import paddle.distributed as dist
-    from paddle.distributed.auto_parallel.static import engine as engine_mod
-    from paddle.distributed.auto_parallel.static import helper as helper_mod
-    from paddle.distributed.auto_parallel.static import pir_pass
-
-    # ---- wrap the pipeline functions to take snapshots
-    state = {"main": None, "reshard_calls": 0}
-    orig_partition = engine_mod.apply_partition_pass
-    orig_reshard = pir_pass.ReshardPasses.apply_reshard_pass
-    orig_remove = pir_pass.RemovePasses.apply_all
-
-    def partition(program, *a, **k):
-        state["main"] = program
-        snapshot_cb("before_partition", program)
-        t = time.perf_counter()
-        r = orig_partition(program, *a, **k)
-        if timings is not None:
-            timings["partition"] = time.perf_counter() - t
-        return r
-
-    def reshard(program, *a, **k):
-        t = time.perf_counter()
-        r = orig_reshard(program, *a, **k)
-        dt = time.perf_counter() - t
-        if program is state["main"]:
-            if timings is not None:
-                timings["reshard"] = dt
-            snapshot_cb("after_reshard", program)
-        else:
-            snapshot_cb("startup_after_reshard", program)
-        return r
-
-    def remove(program, startup, *a, **k):
-        r = orig_remove(program, startup, *a, **k)
-        snapshot_cb("after_remove", program)
-        snapshot_cb("startup_after_remove", startup)
-        return r
-
-    class FakeExecutor:
-        def __init__(self, *a, **k):
-            pass
-
-        def run(self, program, *a, **k):
-            snapshot_cb("startup_final", program)
-
-        def _set_plan(self, *a, **k):
-            pass
-
-    engine_mod.apply_partition_pass = partition
-    pir_pass.ReshardPasses.apply_reshard_pass = staticmethod(reshard)
-    pir_pass.RemovePasses.apply_all = staticmethod(remove)
-    paddle.static.Executor = FakeExecutor
-    engine_mod.Engine._init_comm = lambda self: None
-    helper_mod.ProgramHelper.init_pir = lambda self, *a, **k: None
-
-    dm = dist.to_static(model, dloader, loss, opt, strategy=strategy)
-    eng = dm._engine
-    eng._build("train")
-    snapshot_cb("startup.before", eng._startup_progs["train"])
-    eng._parallel_pir("train")
-    snapshot_cb("dense", eng._pir_dense_main_progs["train"])
-    eng._initialize("train")
-
-
 # ----------------------------------------------------------------------------- worker
-
-def _last_line(e):
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(e).__name__
-
 
 def worker(case, stage, rank, outdir):
     assert os.environ.get("PADDLE_TRAINER_ID") == str(rank)

@@ -1,0 +1,156 @@
+"""``make test-paddle``: ``distc capture`` on the shipped sample scripts under real Paddle 3.3.1.
+
+``DISTC_PADDLE_PYTHON`` is an interpreter with paddlepaddle==3.3.1 (the Makefile makes its own
+virtualenv).  For each sample: every captured file equals the committed test data byte for byte
+(ring ids aside: the number of byte-identical files is checked too), and ``distc shard`` on the
+captured inputs gives Paddle's captured programs (main, dense, startup) on every rank.  Not part of
+``make test`` (tests/conftest.py leaves this folder out unless DISTC_PADDLE_PYTHON is set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import llmdata as L
+from irutil import normalize_rings as canon
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+PY = os.environ.get("DISTC_PADDLE_PYTHON", "")
+
+
+def run(*args, cwd=ROOT, check=True):
+    p = subprocess.run([sys.executable, "-m", "distc", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    if check:
+        assert p.returncode == 0, (args, p.stderr[-3000:])
+    return p
+
+
+def capture(out: Path, script: str, *args, world: int | None = None) -> dict:
+    extra = ["--world-size", str(world)] if world else []
+    p = run("capture", "-o", out, "-q", "--json", *extra, "--", PY, ROOT / "samples" / script, *args)
+    return json.loads(p.stdout)
+
+
+def compare(cap: Path, stored) -> tuple[int, int, list[str]]:
+    """Every captured program file against ``stored(name)`` (text or None): (compared, byte-identical,
+    names with no stored counterpart)."""
+    man = json.loads((cap / "manifest.json").read_text())
+    n = same = 0
+    missing = []
+    for name in man["files"]:
+        want = stored(name)
+        if want is None:
+            missing.append(name)
+            continue
+        got = (cap / name).read_text()
+        assert canon(got) == canon(want), f"{name} differs from the stored file"
+        n += 1
+        same += got == want
+    return n, same, missing
+
+
+def shard_all(cap: Path, out: Path, man: dict, dense: bool) -> None:
+    """``distc shard`` of every captured rank from the folder's inputs, as the capture's summary says."""
+    out.mkdir(exist_ok=True)
+    stage = man["stage"]
+    main = cap / man["inputs"]["main"].replace("{rank}", str(man["ranks"][0]))
+    args = ["shard", main, "--stage", stage, "--ranks", ",".join(map(str, man["ranks"])), "-q",
+            "-o", out / "main.r{rank}.ir", "--startup", cap / man["inputs"]["startup"],
+            "--startup-out", out / "startup.r{rank}.ir"]
+    if stage and man.get("mesh_dim_names"):
+        args += ["--mesh-dims", ",".join(man["mesh_dim_names"]), "--axis", man["sharding_mesh_dim"]]
+    run(*args, *(["--dense"] if dense else []))
+
+
+def check_shard(cap: Path, tmp: Path) -> int:
+    """distc's programs for every rank equal Paddle's captured ones; the number compared."""
+    man = json.loads((cap / "manifest.json").read_text())
+    st = man["stage"]
+    shard_all(cap, tmp / "dist", man, dense=False)
+    shard_all(cap, tmp / "dense", man, dense=True)
+    n = 0
+    for r in man["ranks"]:
+        for got, snap in ((tmp / "dist" / f"main.r{r}.ir", "after_reshard"), (tmp / "dense" / f"main.r{r}.ir", "dense"),
+                          (tmp / "dist" / f"startup.r{r}.ir", "startup_final")):
+            want = (cap / f"s{st}.r{r}.{snap}.ir").read_text()
+            assert canon(got.read_text()) == canon(want), f"rank {r}: distc shard != Paddle's {snap}"
+            n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------- the MLP
+def stage1_file(name: str) -> str | None:
+    """tests/data: corpus (rank 0) and oracle (ranks 1-3) files of mlp_dp2mp2_adamw."""
+    rank = int(name.split(".")[1][1:])
+    sub = "corpus/paddle-3.3.1/stage1" if rank == 0 else "oracle/stage1"
+    p = DATA / sub / f"mlp_dp2mp2_adamw.{name}"
+    return p.read_text() if p.exists() else None
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> Path:
+    cap = tmp_path_factory.mktemp("mlp") / "cap"
+    doc = capture(cap, "train_mlp.py", "--stage", "1", world=4)
+    assert doc["stage"] == 1 and doc["ranks"] == [0, 1, 2, 3] and doc["paddle"] == "3.3.1"
+    return cap
+
+
+def test_mlp_capture_equals_stored(mlp):
+    n, same, missing = compare(mlp, stage1_file)
+    assert missing == [] and n == 28 and same == 28
+
+
+def test_mlp_inputs_are_the_shipped_sample(mlp):
+    assert (mlp / "s0.r0.before_partition.ir").read_bytes() == (ROOT / "samples/mlp_dp2mp2_adamw.ir").read_bytes()
+    assert (mlp / "s0.r0.startup_after_remove.ir").read_bytes() == \
+        (ROOT / "samples/mlp_dp2mp2_adamw.startup.ir").read_bytes()
+
+
+def test_mlp_shard_equals_paddle(mlp, tmp_path):
+    assert check_shard(mlp, tmp_path) == 12
+
+
+# ----------------------------------------------------------------------------------- the LLaMA
+def llm_file(name: str) -> str | None:
+    """tests/data/oracle/llm (gen_llm.py's store): clip/llama_dp2mp2.*"""
+    key = f"clip/llama_dp2mp2.{name}"
+    return L.text(key) if key in L.manifest() else None
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory) -> Path:
+    cap = tmp_path_factory.mktemp("llama") / "cap"
+    doc = capture(cap, "train_llama.py", "--stage", "1", world=4)
+    assert doc["stage"] == 1 and doc["ranks"] == [0, 1, 2, 3]
+    return cap
+
+
+def test_llama_capture_equals_stored(llama):
+    n, same, missing = compare(llama, llm_file)
+    assert missing == [] and n == 28
+    assert same == 28
+
+
+def test_llama_shard_equals_paddle(llama, tmp_path):
+    assert check_shard(llama, tmp_path) == 12
+
+
+# ------------------------------------------------------------------------------- Paddle fails
+def test_script_failing_under_paddle(tmp_path):
+    """Paddle's own error, the rank and the line of the script; nothing written."""
+    script = tmp_path / "train_adam.py"
+    script.write_text((ROOT / "samples/train_mlp.py").read_text().replace("optimizer.AdamW(", "optimizer.Adam("))
+    p = run("capture", "-o", tmp_path / "cap", "--world-size", "4", "--", PY, script, check=False)
+    assert p.returncode == 1
+    assert f"{script}:" in p.stderr and "error: rank 0: the script failed" in p.stderr
+    assert "only supports AdamW and SGD optimizer for now" in p.stderr
+    assert "opt = dist.shard_optimizer(opt, stage(\"dp\", mesh))" in p.stderr
+    assert not (tmp_path / "cap").exists()
+    assert [x for x in tmp_path.iterdir() if x.name.startswith(".distc")] == []

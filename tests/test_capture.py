@@ -1,0 +1,254 @@
+"""``distc capture`` without Paddle: the command line, the per-rank processes, the folder.
+
+Real Paddle runs in ``make test-paddle`` (tests/paddle/).  Here the command's interpreter is a
+stand-in (``bin/python`` in a temporary folder) that plays a Paddle process the way
+``distc/capture/hooks.py`` does: it writes the snapshots Paddle 3.3.1 printed for
+``samples/train_mlp.py`` (stored in tests/data) and ``result.json``, or fails, crashes, hangs as
+the test asks (``FAKE``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+STAGE1 = {0: DATA / "corpus/paddle-3.3.1/stage1"}
+STAGE1.update({r: DATA / "oracle/stage1" for r in (1, 2, 3)})
+
+FAKE = textwrap.dedent('''\
+    #!{python}
+    import json, os, shutil, sys, time
+    args = sys.argv[1:]
+    out = args[args.index("--out") + 1]
+    stage0 = "--stage0" in args
+    rank = int(os.environ["PADDLE_TRAINER_ID"])
+    world = int(os.environ["PADDLE_TRAINERS_NUM"])
+    mode = os.environ.get("FAKE", "ok")
+    log = os.path.join(os.environ["FAKE_LOG"], "r%d.%s.w%d" % (rank, "s0" if stage0 else "as", world))
+    open(log, "w").close()
+    os.makedirs(out, exist_ok=True)
+    data = {data!r}
+    stage = 0 if stage0 else 1
+    res = dict(rank=rank, paddle=os.environ.get("FAKE_VERSION", "3.3.1"), python="3.11", mode="train",
+               stage=1, shard_fn="ShardingStage1", sharding_mesh_dim="dp", mesh_dim_names=["dp", "mp"],
+               optimizer="AdamW", strategy=dict(amp=dict(enable=False)))
+    snaps = ["before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final"]
+    if res["paddle"] != "3.3.1":
+        res.update(status="version", message="PaddlePaddle %s is not supported by distc capture: ... "
+                   "paddlepaddle==3.3.1" % res["paddle"])
+        snaps = []
+    elif mode == "crash" and rank == 2:
+        os.kill(os.getpid(), 9)
+    elif mode == "hang" and rank == 1:
+        time.sleep(60)
+    elif mode == "fail" and rank == 1:
+        res.update(status="error", message="ValueError: bad shape", where="%s:4:5" % os.environ["FAKE_SCRIPT"],
+                   traceback="Traceback ...\\nValueError: bad shape\\n")
+        snaps = []
+    elif mode == "refuse" and not stage0:
+        res.update(status="error", message="AttributeError: 'list' object has no attribute 'get_defining_op'")
+        snaps = ["before_partition"]
+    elif mode == "noengine":
+        res.update(status="no-engine", message="the script ended without preparing a train program")
+        snaps = []
+    else:
+        res["status"] = "ok"
+    for s in snaps:
+        shutil.copyfile(os.path.join(data[str(rank)], "mlp_dp2mp2_adamw.s%d.r%d.%s.ir" % (stage, rank, s)),
+                        os.path.join(out, s + ".ir"))
+    res["snapshots"] = snaps
+    json.dump(res, open(os.path.join(out, "result.json"), "w"))
+''')
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A stand-in interpreter and a script for it; returns (python, script, log folder)."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    py = bin_ / "python"
+    py.write_text(FAKE.format(python=sys.executable, data={str(r): str(p) for r, p in STAGE1.items()}))
+    py.chmod(0o755)
+    script = tmp_path / "train.py"
+    script.write_text("import paddle\n\nmodel = build(\n    x)\n")
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_SCRIPT", str(script))
+    return str(py), str(script), log
+
+
+def distc(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "distc", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.startswith(".distc-capture")]
+
+
+def test_capture_writes_inputs_results_and_manifest(fake, tmp_path):
+    py, script, log = fake
+    out = tmp_path / "cap"
+    r = distc("capture", "-o", str(out), "-j", "2", "--", py, script, "--stage", "1")
+    assert r.returncode == 0, r.stderr
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["format"] == "distc-capture/1" and man["paddle"] == "3.3.1" and man["stage"] == 1
+    assert man["ranks"] == [0, 1, 2, 3] and man["world_size"] == 4
+    assert man["meshes"] == [{"shape": [2, 2], "process_ids": [0, 1, 2, 3], "dim_names": []}]
+    assert man["command"] == [py, script, "--stage", "1"]
+    for rank in range(4):
+        for s in ("before_partition", "startup_after_remove"):
+            f = f"s0.r{rank}.{s}.ir"
+            assert (out / f).read_bytes() == (STAGE1[rank] / f"mlp_dp2mp2_adamw.{f}").read_bytes()
+            assert man["files"][f]["role"] == "input" and man["files"][f]["rank"] == rank
+        for s in ("after_reshard", "dense", "startup_final", "before_partition"):
+            f = f"s1.r{rank}.{s}.ir"
+            assert (out / f).read_bytes() == (STAGE1[rank] / f"mlp_dp2mp2_adamw.{f}").read_bytes()
+            assert man["files"][f]["role"] == "paddle"
+    # the first rank ran with the provisional world size 8, then again with the program's 4;
+    # every rank ran the script as written and its stage-0 form
+    assert sorted(p.name for p in log.iterdir()) == sorted(
+        ["r0.as.w8"] + [f"r{r}.{k}.w4" for r in range(4) for k in ("as", "s0")])
+    assert "distc shard" in r.stderr and "--stage 1" in r.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_next_commands_run_as_printed(fake, tmp_path):
+    """The summary's next steps (distc shard on the inputs, distc diff against Paddle's program)."""
+    py, script, _ = fake
+    r = distc("capture", "-o", "cap", "--world-size", "4", "--json", "--", py, script, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "ok" and doc["files"] == 28 and doc["paddle_errors"] == {}
+    for cmd in doc["next"]:
+        p = subprocess.run(cmd.replace("distc ", f"{sys.executable} -m distc ", 1), shell=True, cwd=tmp_path,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, (cmd, p.stdout[-2000:], p.stderr[-2000:])
+    for rank in range(4):
+        assert subprocess.run([sys.executable, "-m", "distc", "diff", f"cap/s1.r{rank}.startup_final.ir",
+                               f"out/startup.r{rank}.ir", "--no-summary"], cwd=tmp_path).returncode == 0
+
+
+def test_paddle_refusal_is_kept_with_a_warning(fake, tmp_path, monkeypatch):
+    py, script, _ = fake
+    monkeypatch.setenv("FAKE", "refuse")
+    out = tmp_path / "cap"
+    r = distc("capture", "-o", str(out), "--world-size", "4", "--", py, script)
+    assert r.returncode == 0, r.stderr
+    assert "warning: Paddle refuses the script at stage 1 on ranks 0-3: AttributeError" in r.stderr
+    assert r.stderr.count("warning:") == 1
+    assert (out / "s1.r2.error.txt").read_text() == \
+        "AttributeError: 'list' object has no attribute 'get_defining_op'\n"
+    assert (out / "s0.r2.before_partition.ir").exists() and not (out / "s1.r2.after_reshard.ir").exists()
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["rank_results"]["2"]["status"] == "paddle-error"
+
+
+@pytest.mark.parametrize("mode,expect", [
+    ("fail", "train.py:4:5: error: rank 1: the script failed: ValueError: bad shape"),
+    ("crash", "error: rank 2: the script failed: CRASH: the process was killed by SIGKILL"),
+    ("noengine", "error: rank 0: no program: the script ended without preparing a train program"),
+])
+def test_a_failing_rank_writes_nothing(fake, tmp_path, monkeypatch, mode, expect):
+    py, script, _ = fake
+    monkeypatch.setenv("FAKE", mode)
+    out = tmp_path / "cap"
+    r = distc("capture", "-o", str(out), "--world-size", "4", "--", py, script)
+    assert r.returncode == 1, r.stderr
+    assert expect in r.stderr, r.stderr
+    assert not out.exists() and leftovers(tmp_path) == []
+    if mode == "fail":  # the line of the script, a caret under the column
+        assert "    x)\n    ^" in r.stderr
+
+
+def test_timeout_stops_the_rank(fake, tmp_path, monkeypatch):
+    py, script, _ = fake
+    monkeypatch.setenv("FAKE", "hang")
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--world-size", "4", "--timeout", "2", "--", py, script)
+    assert r.returncode == 1 and "rank 1" in r.stderr and "took over 2 s" in r.stderr, r.stderr
+    assert not (tmp_path / "cap").exists()
+
+
+def test_other_paddle_version_is_refused(fake, tmp_path, monkeypatch):
+    py, script, _ = fake
+    monkeypatch.setenv("FAKE_VERSION", "2.6.2")
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--", py, script)
+    assert r.returncode == 1
+    assert "PaddlePaddle 2.6.2 is not supported" in r.stderr and "paddlepaddle==3.3.1" in r.stderr
+    assert not (tmp_path / "cap").exists() and leftovers(tmp_path) == []
+
+
+def test_real_version_check_and_missing_paddle(tmp_path):
+    """hooks.py itself, in an interpreter without Paddle (this one), and its version check."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("capture_hooks", ROOT / "distc/capture/hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    assert hooks.check_version("3.3.1") is None
+    assert "2.6.2 is not supported" in hooks.check_version("2.6.2")
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--", sys.executable, str(ROOT / "samples/train_mlp.py"))
+    if r.returncode == 0:  # pragma: no cover - an interpreter with Paddle 3.3.1
+        pytest.skip("this interpreter has Paddle")
+    assert r.returncode == 1 and "PaddlePaddle is not installed for the command's interpreter" in r.stderr
+    assert not (tmp_path / "cap").exists() and leftovers(tmp_path) == []
+
+
+def test_replaces_an_earlier_capture_but_not_other_folders(fake, tmp_path):
+    py, script, _ = fake
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    r = distc("capture", "-o", str(out), "--world-size", "4", "--", py, script)
+    assert r.returncode == 1 and "is not a distc capture folder" in r.stderr
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    assert distc("capture", "-o", str(out), "--world-size", "4", "--ranks", "0,3", "--", py, script).returncode == 0
+    (out / "extra.ir").write_text("old")
+    r = distc("capture", "-o", str(out), "--world-size", "4", "--ranks", "1", "--", py, script)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir())[:3] == ["manifest.json", "s0.r1.before_partition.ir",
+                                                          "s0.r1.startup_after_remove.ir"]
+    assert not (out / "extra.ir").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("cmd,msg", [
+    ([], "give the training command after --"),
+    (["train.py"], "is a script: give the Python interpreter"),
+    (["bash", "x.sh"], "must start with a Python interpreter"),
+    (["python3", "-c", "print(1)"], "python -c is not supported"),
+    (["python3", "missing_script.py"], "'missing_script.py': no such script"),
+    (["python3.99", "x.py"], "'python3.99': no such interpreter"),
+])
+def test_usage_errors(tmp_path, cmd, msg):
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--", *cmd)
+    assert r.returncode == 2 and msg in r.stderr, r.stderr
+    assert not (tmp_path / "cap").exists()
+
+
+def test_rank_outside_the_mesh(fake, tmp_path):
+    py, script, _ = fake
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--ranks", "0,5", "--", py, script)
+    assert r.returncode == 1 and "rank 5 is in none of the program's meshes (ranks 0, 1, 2, 3)" in r.stderr
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--ranks", "4", "--world-size", "4", "--", py, script)
+    assert r.returncode == 2 and "rank 4 is not below the world size 4" in r.stderr
+
+
+def test_python_m_distc_capture():
+    r = subprocess.run([sys.executable, "-m", "distc.capture", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "python -m distc.capture" in r.stdout and "manifest.json" in r.stdout
+
+
+def test_distc_itself_never_imports_paddle():
+    """Every command but capture is imported without Paddle (the layer test checks the source)."""
+    code = ("import sys, distc.cli, distc.capture.command, distc.capture.session, distc.commands.shard; "
+            "assert not [m for m in sys.modules if m.split('.')[0] == 'paddle']")
+    assert subprocess.run([sys.executable, "-c", code], env=dict(os.environ)).returncode == 0
