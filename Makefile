@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-browser test-paddle screenshots bench install clean
+.PHONY: demo test test-browser test-paddle paddle screenshots bench install clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,8 @@ $(PADDLE_VENV)/bin/.installed:
 	test -x $(PADDLE_VENV)/bin/python || $(PYTHON) -m venv $(PADDLE_VENV)
 	$(PADDLE_VENV)/bin/python -m pip install -q paddlepaddle==3.3.1 "numpy<2.3"
 	touch $@
+
+paddle: $(PADDLE_VENV)/bin/.installed  # the interpreter for `distc capture -- .venv-paddle/bin/python train.py`
 
 test-paddle: $(BIN)/.installed $(PADDLE_VENV)/bin/.installed
 	DISTC_PADDLE_PYTHON=$(abspath $(PADDLE_VENV)/bin/python) $(BIN)/python -m pytest -q tests/paddle

@@ -71,22 +71,24 @@ class Block(paddle.nn.Layer):
 
 
 class LLaMA(paddle.nn.Layer):
-    """``stages``: one mesh per pipeline stage (a list of one mesh: no pipeline).  The embedding
+    """``stages``: one mesh per pipeline stage (a list of one mesh: no pipeline); ``layers`` decoder
+    blocks, spread evenly over the stages.  The embedding
     and the first half of the blocks on the first stage, the rest, the norm and the head on the
     last; activations move between the stages with dist.reshard (batch over dp)."""
 
-    def __init__(self, stages, vocab=VOCAB):
+    def __init__(self, stages, vocab=VOCAB, layers=LAYERS):
         super().__init__()
         self.stages = stages
+        self.layers = layers
         first, last = stages[0], stages[-1]
         self.embed = paddle.nn.Embedding(vocab, HIDDEN)
         self.embed.weight = dist.shard_tensor(self.embed.weight, first, placements(first, 1))
-        self.blocks = paddle.nn.LayerList([Block(stages[self.stage_of(i)]) for i in range(LAYERS)])
+        self.blocks = paddle.nn.LayerList([Block(stages[self.stage_of(i)]) for i in range(layers)])
         self.norm = RMSNorm(last)
         self.head = linear(last, HIDDEN, vocab, 1)
 
     def stage_of(self, i):
-        return i * len(self.stages) // LAYERS
+        return i * len(self.stages) // self.layers
 
     def forward(self, ids):
         h = self.embed(ids)

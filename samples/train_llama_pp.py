@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 import paddle
 import paddle.distributed as dist
-from llama_model import BATCH, LLaMA, Loss, TokenData
+from llama_model import LLaMA, Loss, TokenData
 
 MESHES = {  # name: (process ids, dim names)
     "pp2dp2": ([[0, 1], [2, 3]], ["pp", "dp"]),
@@ -26,7 +26,9 @@ def main():
     ap.add_argument("--mesh", default="pp2dp2", choices=sorted(MESHES))
     ap.add_argument("--stage", type=int, default=1, choices=[0, 1], help="ZeRO stage (0: none)")
     ap.add_argument("--schedule", default="1F1B", choices=["FThenB", "1F1B"])
-    ap.add_argument("--micro-batches", type=int, default=2)
+    ap.add_argument("--micro-batches", type=int, default=4, help="accumulate steps: micro batches a step")
+    ap.add_argument("--batch", type=int, default=8, help="global batch size")
+    ap.add_argument("--layers", type=int, default=4, help="decoder blocks (spread over the stages)")
     ap.add_argument("--steps", type=int, default=4)
     args = ap.parse_args()
 
@@ -35,14 +37,13 @@ def main():
     ids, dims = MESHES[args.mesh]
     mesh = dist.ProcessMesh(ids, dim_names=dims)
     stages = [mesh.get_mesh_with_dim("pp", i) for i in range(2)]
-    model = LLaMA(stages)
+    model = LLaMA(stages, layers=args.layers)
 
     strategy = dist.Strategy()
     strategy.pipeline.enable = True
     strategy.pipeline.pp_degree = len(stages)
     strategy.pipeline.schedule_mode = args.schedule
     strategy.pipeline.accumulate_steps = args.micro_batches
-    strategy.pipeline.micro_batch_size = BATCH // args.micro_batches
     lr = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.01, T_max=10)
     opt = paddle.optimizer.AdamW(learning_rate=lr, parameters=model.parameters(),
                                  grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0))
@@ -50,7 +51,7 @@ def main():
         opt = dist.shard_optimizer(opt, dist.ShardingStage1("dp", mesh))
     else:
         opt = dist.shard_optimizer(opt)
-    loader = paddle.io.DataLoader(TokenData(4 * BATCH), batch_size=BATCH)
+    loader = paddle.io.DataLoader(TokenData(4 * args.batch), batch_size=args.batch)
     dist_loader = dist.shard_dataloader(loader, meshes=stages, shard_dims="dp")
 
     dist_model = dist.to_static(model, dist_loader, Loss(), opt, strategy=strategy)

@@ -98,16 +98,11 @@ def summary(doc: dict, out: str) -> dict:
 def next_commands(doc: dict, out: str) -> list[str]:
     """``distc shard`` on the folder's inputs for every captured rank, and ``distc diff`` against
     Paddle's program of the first rank."""
+    from .folder import shard_options
+
     q = shlex.quote
-    stage, r0 = doc["stage"], doc["ranks"][0]
-    opts = [f"--stage {stage}"]
-    dim, names = doc.get("sharding_mesh_dim"), doc.get("mesh_dim_names")
-    if stage and isinstance(dim, str) and names:
-        opts.append(f"--mesh-dims {','.join(names)} --axis {dim}")
-    elif stage and isinstance(dim, int):
-        opts.append(f"--axis {dim}")
-    if ((doc.get("strategy") or {}).get("amp") or {}).get("enable"):
-        opts.append("--amp")
+    r0 = doc["ranks"][0]
+    opts = [q(o) for o in shard_options(doc)]
     ranks = _fmt_ranks(doc["ranks"])
     main = f"{out}/{doc['inputs']['main']}".replace("{rank}", str(r0))
     startup = f"{out}/{doc['inputs']['startup']}"
@@ -128,11 +123,11 @@ def _fmt_ranks(ranks: list[int]) -> str:
 
 def _print_summary(doc: dict, out: str) -> None:
     con = err_console()
-    meshes = "; ".join(f"{m['process_ids'] if len(m['shape']) == 1 else _nested(m)}" for m in doc["meshes"][:4])
+    meshes = ", ".join(_nested(m) for m in doc["meshes"][:4]) + (" ..." if len(doc["meshes"]) > 4 else "")
     stage = doc["stage"]
     zero = f"ZeRO stage {stage} ({doc['shard_fn']} over {doc['sharding_mesh_dim']})" if stage else "ZeRO stage 0"
     con.print(f"captured {doc['script']} with Paddle "
-              f"{doc['paddle']}: {zero}, mesh {meshes}, ranks {_fmt_ranks(doc['ranks'])} of world size "
+              f"{doc['paddle']}: {zero}, mesh{'es' * (len(doc['meshes']) > 1)} {meshes}, ranks {_fmt_ranks(doc['ranks'])} of world size "
               f"{doc['world_size']}, {len(doc['files'])} files in {out}/ ({doc['seconds']} s)", markup=False)
     errs = {r: x for r, x in doc["rank_results"].items() if x["status"] != "ok"}
     if errs:

@@ -111,3 +111,20 @@ def read_manifest(folder: str) -> dict:
     if doc.get("format") != FORMAT:
         raise DiagnosticError(f"not a {FORMAT} manifest (format {doc.get('format')!r})", filename=path)
     return doc
+
+
+def shard_options(doc: dict) -> list[str]:
+    """The ``distc shard`` options that say what the captured script asked of Paddle: ``--stage``;
+    the sharding mesh dim (``--mesh-dims``/``--axis``) where every parameter's mesh has the same dim
+    names (a pipeline stage's mesh has no ``pp``); ``--amp`` under ``strategy.amp``."""
+    stage = doc.get("stage") or 0
+    out = ["--stage", str(stage)]
+    dim, dims = doc.get("sharding_mesh_dim"), doc.get("param_mesh_dims") or []
+    if stage and len(dims) == 1 and dims[0]:
+        if isinstance(dim, str) and dim in dims[0]:
+            out += ["--mesh-dims", ",".join(dims[0]), "--axis", dim]
+        elif isinstance(dim, int) and dims[0] == doc.get("mesh_dim_names"):
+            out += ["--axis", str(dim)]
+    if ((doc.get("strategy") or {}).get("amp") or {}).get("enable"):
+        out.append("--amp")
+    return out

@@ -220,6 +220,12 @@ def _shard_optimizer_hook(info, stage0):
         else:
             info.setdefault("stage", 0)
         info["optimizer"] = type(optimizer).__name__
+        names = []  # the dim names of the parameters' meshes (a pipeline stage's mesh has no "pp")
+        for p in getattr(optimizer, "_parameter_list", None) or ():
+            mesh = getattr(p, "process_mesh", None) if getattr(p, "is_dist", lambda: False)() else None
+            if mesh is not None and list(mesh.dim_names) not in names:
+                names.append(list(mesh.dim_names))
+        info["param_mesh_dims"] = names
         return orig(optimizer, None if stage0 else shard_fn, *a, **k)
 
     api.shard_optimizer = dist.shard_optimizer = shard_optimizer
@@ -334,7 +340,8 @@ def run_script(out, argv, stage0=False, mode="train"):
                    "dist.to_static(...) and then .%s() on the result (or run a step)" % (mode, mode))
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res["timings"] = {k: round(v, 4) for k, v in (hooks.timings or {}).items()}
-    res.update({k: info.get(k) for k in ("stage", "shard_fn", "sharding_mesh_dim", "mesh_dim_names", "optimizer")})
+    res.update({k: info.get(k) for k in ("stage", "shard_fn", "sharding_mesh_dim", "mesh_dim_names", "param_mesh_dims",
+                                         "optimizer")})
     if res["stage"] is None and res["status"] == "ok":
         res["stage"] = 0
     if hooks.engine is not None:

@@ -96,7 +96,7 @@ def _capture(cmd, folder, ranks, world, mode, jobs, timeout, all_snapshots, prog
         "command": cmd.given, "script": cmd.script, "cwd": os.getcwd(), "python": head.get("python"), "paddle": head.get("paddle"),
         "mode": mode, "world_size": world, "ranks": ranks,
         "stage": stage, "shard_fn": head.get("shard_fn"), "sharding_mesh_dim": head.get("sharding_mesh_dim"),
-        "mesh_dim_names": head.get("mesh_dim_names"),
+        "mesh_dim_names": head.get("mesh_dim_names"), "param_mesh_dims": head.get("param_mesh_dims"),
         "optimizer": head.get("optimizer"), "strategy": head.get("strategy"),
         "meshes": _meshes(os.path.join(folder.tmp, name(0, ranks[0], "before_partition"))),
         "inputs": {"main": name(0, "{rank}", "before_partition"),
@@ -144,10 +144,12 @@ def _add_rank(folder: Folder, given: RankRun, inputs: RankRun, stage: int, all_s
     entry: dict = {"status": "ok", "seconds": given.result.get("seconds")}
     for run in ([inputs, given] if inputs is not given else [given]):
         st = 0 if run.stage0 else stage
-        if run.jobs():
-            folder.add_text(name(st, r, "jobs", "json"), _jobs_json(run.jobs()), rank=r, stage=st, role="paddle",
-                            snapshot="jobs")
-            files.append(name(st, r, "jobs", "json"))
+        if run.jobs() and (run is given or all_snapshots):  # a schedule: the plan, its programs, dist_final
+            put(run, "dist_final", "paddle")
+            folder.add_text(name(st, r, "jobs", "txt"), "".join(f"{j['type']} {j['micro_batch_id']}\n"
+                                                                for j in run.jobs()),
+                            rank=r, stage=st, role="paddle", snapshot="jobs")
+            files.append(name(st, r, "jobs", "txt"))
             for t in run.job_types():
                 src = os.path.join(run.folder, f"job.{t}.ir")
                 if os.path.exists(src):
@@ -174,12 +176,6 @@ def _warn_refusals(per_rank: dict, script: str, warn) -> None:
     for (st, msg), rs in groups.items():
         warn(f"{script}: warning: Paddle refuses the script at stage {st} on rank{'s' * (len(rs) > 1)} "
              f"{format_ranks(rs)}: {msg} (kept as s{st}.r{{rank}}.error.txt; distc's inputs were captured)")
-
-
-def _jobs_json(jobs: list[dict]) -> str:
-    import json
-
-    return json.dumps(jobs, indent=1) + "\n"
 
 
 def _program_ranks(path: str) -> list[int]:

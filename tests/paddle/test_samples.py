@@ -58,14 +58,13 @@ def compare(cap: Path, stored) -> tuple[int, int, list[str]]:
 
 def shard_all(cap: Path, out: Path, man: dict, dense: bool) -> None:
     """``distc shard`` of every captured rank from the folder's inputs, as the capture's summary says."""
+    from distc.capture.folder import shard_options
+
     out.mkdir(exist_ok=True)
-    stage = man["stage"]
     main = cap / man["inputs"]["main"].replace("{rank}", str(man["ranks"][0]))
-    args = ["shard", main, "--stage", stage, "--ranks", ",".join(map(str, man["ranks"])), "-q",
+    args = ["shard", main, *shard_options(man), "--ranks", ",".join(map(str, man["ranks"])), "-q",
             "-o", out / "main.r{rank}.ir", "--startup", cap / man["inputs"]["startup"],
             "--startup-out", out / "startup.r{rank}.ir"]
-    if stage and man.get("mesh_dim_names"):
-        args += ["--mesh-dims", ",".join(man["mesh_dim_names"]), "--axis", man["sharding_mesh_dim"]]
     run(*args, *(["--dense"] if dense else []))
 
 
@@ -154,3 +153,51 @@ def test_script_failing_under_paddle(tmp_path):
     assert "opt = dist.shard_optimizer(opt, stage(\"dp\", mesh))" in p.stderr
     assert not (tmp_path / "cap").exists()
     assert [x for x in tmp_path.iterdir() if x.name.startswith(".distc")] == []
+
+
+# -------------------------------------------------------------------- a pipeline schedule (1F1B)
+SCHED = DATA / "oracle/sched/llama_pp2dp2.tar.xz"  # gen_pp.py --sched (schedules' test data)
+
+
+@pytest.fixture(scope="module")
+def pp(tmp_path_factory) -> Path:
+    """pp2 x dp2, 1F1B over 4 micro batches, stage 1; the world size is the program's (4: with 8,
+    Paddle would put ranks 0-3 on the first pipeline stage)."""
+    cap = tmp_path_factory.mktemp("pp") / "cap"
+    doc = capture(cap, "train_llama_pp.py")
+    assert doc["stage"] == 1 and doc["ranks"] == [0, 1, 2, 3] and doc["world_size"] == 4
+    return cap
+
+
+def test_pp_jobs_per_stage(pp):
+    """Ranks of the two stages run different 1F1B orders (so each rank ran on its own stage)."""
+    first = (pp / "s1.r0.jobs.txt").read_text().split("\n")
+    last = (pp / "s1.r2.jobs.txt").read_text().split("\n")
+    assert first[:4] == ["recv_forward 0", "forward 0", "recv_forward 1", "forward 1"]
+    assert last[:3] == ["recv_forward 0", "forward 0", "backward 0"]
+    assert (pp / "s1.r1.jobs.txt").read_text() == (pp / "s1.r0.jobs.txt").read_text()
+
+
+def test_pp_capture_equals_stored(pp, tmp_path):
+    import tarfile
+
+    with tarfile.open(SCHED) as tar:
+        tar.extractall(tmp_path, filter="data")
+    ref = {p.name: p for p in tmp_path.rglob("llama_pp2dp2.1F1B.a4.*")}
+
+    def stored(name):
+        p = ref.get(f"llama_pp2dp2.1F1B.a4.{name}")
+        return p.read_text() if p else None
+
+    n, same, missing = compare(pp, stored)
+    assert sorted(missing) == [f"s1.r{r}.after_reshard.ir" for r in range(4)]  # not kept there
+    assert n == 52 and same == 52
+
+
+def test_pp_shard_equals_paddle(pp, tmp_path):
+    """distc shard on the captured inputs gives Paddle's program after reshard on every rank."""
+    man = json.loads((pp / "manifest.json").read_text())
+    shard_all(pp, tmp_path, man, dense=False)
+    for r in man["ranks"]:
+        want = (pp / f"s1.r{r}.after_reshard.ir").read_text()
+        assert canon((tmp_path / f"main.r{r}.ir").read_text()) == canon(want), r
