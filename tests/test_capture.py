@@ -38,6 +38,7 @@ FAKE = textwrap.dedent('''\
     stage = 0 if stage0 else 1
     res = dict(rank=rank, paddle=os.environ.get("FAKE_VERSION", "3.3.1"), python="3.11", mode="train",
                stage=1, shard_fn="ShardingStage1", sharding_mesh_dim="dp", mesh_dim_names=["dp", "mp"],
+               param_mesh_dims=[["dp", "mp"]],
                optimizer="AdamW", strategy=dict(amp=dict(enable=False)))
     snaps = ["before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final"]
     if res["paddle"] != "3.3.1":
@@ -252,3 +253,19 @@ def test_distc_itself_never_imports_paddle():
     code = ("import sys, distc.cli, distc.capture.command, distc.capture.session, distc.commands.shard; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'paddle']")
     assert subprocess.run([sys.executable, "-c", code], env=dict(os.environ)).returncode == 0
+
+
+def test_shard_takes_the_capture_folder(fake, tmp_path):
+    """``distc shard FOLDER``: the folder's inputs and the script's stage, mesh dim and ranks."""
+    py, script, _ = fake
+    assert distc("capture", "-o", "cap", "--world-size", "4", "--", py, script, cwd=tmp_path).returncode == 0
+    (tmp_path / "out").mkdir()
+    r = distc("shard", "cap", "--rank", "2", "--dense", "-q", "-o", "out/d2.ir", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out/d2.ir").read_text() == (STAGE1[2] / "mlp_dp2mp2_adamw.s1.r2.dense.ir").read_text()
+    r = distc("shard", "cap", "--stage", "0", "-q", "-o", "out/z.r{rank}.ir", cwd=tmp_path)  # an option given wins
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out/z.r3.ir").read_text() == (STAGE1[3] / "mlp_dp2mp2_adamw.s0.r3.after_reshard.ir").read_text()
+    (tmp_path / "plain").mkdir()
+    r = distc("shard", "plain", "-o", "out/x.ir", cwd=tmp_path)
+    assert r.returncode == 1 and "plain: error: is not a distc capture folder (no manifest.json)" in r.stderr

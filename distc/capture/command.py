@@ -96,19 +96,11 @@ def summary(doc: dict, out: str) -> dict:
 
 
 def next_commands(doc: dict, out: str) -> list[str]:
-    """``distc shard`` on the folder's inputs for every captured rank, and ``distc diff`` against
-    Paddle's program of the first rank."""
-    from .folder import shard_options
-
+    """``distc shard`` on the folder (its inputs, every captured rank, the script's stage ...) and
+    ``distc diff`` against Paddle's program of the first rank."""
     q = shlex.quote
     r0 = doc["ranks"][0]
-    opts = [q(o) for o in shard_options(doc)]
-    ranks = _fmt_ranks(doc["ranks"])
-    main = f"{out}/{doc['inputs']['main']}".replace("{rank}", str(r0))
-    startup = f"{out}/{doc['inputs']['startup']}"
-    cmds = ["mkdir -p out",
-            f"distc shard {q(main)} {' '.join(opts)} --ranks {ranks} -o 'out/main.r{{rank}}.ir' "
-            f"--startup {q(startup)} --startup-out 'out/startup.r{{rank}}.ir'"]
+    cmds = ["mkdir -p out", f"distc shard {q(out)} -o 'out/main.r{{rank}}.ir' --startup-out 'out/startup.r{{rank}}.ir'"]
     golden = f"{out}/{doc['paddle_results']['after_reshard']}".replace("{rank}", str(r0))
     if golden.rsplit("/", 1)[-1] in doc["files"]:
         cmds.append(f"distc diff {q(golden)} out/main.r{r0}.ir")

@@ -101,8 +101,18 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1.
 
     MAIN is the dist-typed training program Paddle dumps just before apply_partition_pass (its
-    optimizer ops included); --startup takes the 'startup_after_remove' dump.  The rank's program
+    optimizer ops included); --startup takes the 'startup_after_remove' dump.  MAIN may be a
+    `distc capture` folder: its inputs, and its stage, mesh dim, AMP, ranks and per-rank startup
+    programs for the options not given.  The rank's program
     goes to stdout (or -o), the summary to stderr."""
+    from .shard_capture import capture_defaults
+
+    with reporting():  # MAIN may be a `distc capture` folder
+        main_file, o = capture_defaults(main_file, dict(
+            stage=stage, amp=amp, axis=axis, mesh_dims=mesh_dims, startup=startup, startup_out=startup_out,
+            rank=rank, all_ranks=all_ranks, rank_list=rank_list))
+    stage, amp, axis, mesh_dims, startup, rank_list = (o[k] for k in ("stage", "amp", "axis", "mesh_dims",
+                                                                      "startup", "rank_list"))
     with reporting(), Outputs(inputs=[main_file]) as out:
         if (startup is None) != (startup_out is None):
             raise click.UsageError("--startup and --startup-out go together")
