@@ -243,8 +243,8 @@ def list_passes() -> None:
         click.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
 
 
-def run() -> None:
-    """The ``distc`` executable: :func:`main`, then exit without tearing down the objects the
+def run(prog_name: str | None = None) -> None:
+    """The ``distc`` executable (``prog_name``: how usage lines name it): :func:`main`, then exit without tearing down the objects the
     command built (a big program is a million objects: freeing them one by one takes longer
     than some commands).  Outputs are closed by then; stdout and stderr are flushed here.
 
@@ -257,7 +257,7 @@ def run() -> None:
 
     catch_signals()
     try:
-        main()
+        main(prog_name=prog_name)
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -48,6 +48,7 @@ FAKE = textwrap.dedent('''\
     elif mode == "crash" and rank == 2:
         os.kill(os.getpid(), 9)
     elif mode == "hang" and rank == 1:
+        open(os.path.join(os.environ["FAKE_LOG"], "hang.pid"), "w").write(str(os.getpid()))
         time.sleep(60)
     elif mode == "fail" and rank == 1:
         res.update(status="error", message="ValueError: bad shape", where="%s:4:5" % os.environ["FAKE_SCRIPT"],
@@ -118,7 +119,7 @@ def test_capture_writes_inputs_results_and_manifest(fake, tmp_path):
     # every rank ran the script as written and its stage-0 form
     assert sorted(p.name for p in log.iterdir()) == sorted(
         ["r0.as.w8"] + [f"r{r}.{k}.w4" for r in range(4) for k in ("as", "s0")])
-    assert "distc shard" in r.stderr and "--stage 1" in r.stderr
+    assert f"distc shard {out} -o" in r.stderr and "ZeRO stage 1 (ShardingStage1 over dp)" in r.stderr
     assert leftovers(tmp_path) == []
 
 
@@ -176,6 +177,29 @@ def test_timeout_stops_the_rank(fake, tmp_path, monkeypatch):
     r = distc("capture", "-o", str(tmp_path / "cap"), "--world-size", "4", "--timeout", "2", "--", py, script)
     assert r.returncode == 1 and "rank 1" in r.stderr and "took over 2 s" in r.stderr, r.stderr
     assert not (tmp_path / "cap").exists()
+
+
+def test_a_signal_stops_every_child_and_writes_nothing(fake, tmp_path, monkeypatch):
+    """SIGTERM while a rank runs: the children are killed, nothing is written, exit 143."""
+    import signal
+    import time
+
+    py, script, log = fake
+    monkeypatch.setenv("FAKE", "hang")
+    p = subprocess.Popen([sys.executable, "-m", "distc", "capture", "-o", str(tmp_path / "cap"), "--world-size", "4",
+                          "--", py, script], stderr=subprocess.PIPE, text=True)
+    for _ in range(300):
+        if (log / "hang.pid").exists():
+            break
+        time.sleep(0.1)
+    child = int((log / "hang.pid").read_text())
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert "stopped by SIGTERM" in err
+    assert not (tmp_path / "cap").exists() and leftovers(tmp_path) == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
 
 
 def test_other_paddle_version_is_refused(fake, tmp_path, monkeypatch):
@@ -245,7 +269,8 @@ def test_rank_outside_the_mesh(fake, tmp_path):
 
 def test_python_m_distc_capture():
     r = subprocess.run([sys.executable, "-m", "distc.capture", "--help"], capture_output=True, text=True)
-    assert r.returncode == 0 and "python -m distc.capture" in r.stdout and "manifest.json" in r.stdout
+    assert r.returncode == 0 and "Usage: distc capture [OPTIONS] -- PYTHON SCRIPT" in r.stdout
+    assert "manifest.json" in r.stdout
 
 
 def test_distc_itself_never_imports_paddle():

@@ -1,5 +1,9 @@
-"""``python -m distc.capture [OPTIONS] -- python train.py ARGS``: the same as ``distc capture``."""
+"""``python -m distc.capture [OPTIONS] -- python train.py ARGS``: ``distc capture`` (the same
+command, exit statuses and signal handling)."""
 
-from .command import main
+import sys
 
-main()
+from ..cli import run
+
+sys.argv = ["distc", "capture", *sys.argv[1:]]
+run(prog_name="distc")

@@ -9,7 +9,6 @@ import sys
 import click
 
 from ..driver import err_console, reporting, warn
-from ..syntax.diagnostics import DiagnosticError
 
 EPILOG = """\b
 Writes the folder (default ./capture), per rank R (S: the script's ZeRO stage):
@@ -142,12 +141,3 @@ def _nested(m: dict) -> str:
         return [rec(off + i * step, dims[1:]) for i in range(dims[0])]
 
     return json.dumps(rec(0, shape), separators=(",", ":"))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m distc.capture``: the same command."""
-    try:
-        command.main(args=argv, prog_name="python -m distc.capture")
-    except DiagnosticError as e:  # pragma: no cover - reporting() turns these into exit 1
-        err_console().print(e.render(), markup=False)
-        sys.exit(1)

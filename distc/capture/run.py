@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -147,24 +148,54 @@ def child_env(rank: int, world: int) -> dict[str, str]:
     return env
 
 
-def run_one(cmd: Command, rank: int, world: int, stage0: bool, mode: str, work: str, timeout: float) -> RankRun:
+class Children:
+    """The child processes running now: all killed at once when the capture stops (a failure, a
+    signal), and none started after that."""
+
+    def __init__(self) -> None:
+        self.procs: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()
+        self.stopped = False
+
+    def start(self, argv: list[str], env: dict, log) -> subprocess.Popen:
+        with self.lock:
+            if self.stopped:
+                raise RuntimeError("capture stopped")
+            p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)  # its own group: killed with what it started
+            self.procs.add(p)
+            return p
+
+    def done(self, p: subprocess.Popen) -> None:
+        with self.lock:
+            self.procs.discard(p)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            procs = list(self.procs)
+        for p in procs:
+            _kill(p)
+
+
+def run_one(cmd: Command, rank: int, world: int, stage0: bool, mode: str, work: str, timeout: float,
+            children: Children | None = None) -> RankRun:
     """Run the command for ``rank`` in a child process; its files go to a new folder under ``work``."""
+    children = children or Children()
     folder = os.path.join(work, f"{'s0' if stage0 else 'as-given'}.r{rank}")
     os.makedirs(folder, exist_ok=True)
     run = RankRun(rank, stage0, folder)
     log_path = os.path.join(folder, "log.txt")
     with open(log_path, "wb") as log:
-        p = subprocess.Popen(cmd.argv(folder, stage0, mode), env=child_env(rank, world), stdin=subprocess.DEVNULL,
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = children.start(cmd.argv(folder, stage0, mode), child_env(rank, world), log)
         try:
             run.returncode = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(p)
             run.result = {"status": "timeout", "message": f"the process took over {timeout:g} s and was "
                           "stopped (does the script wait for other ranks, or train before calling .train()?)"}
-        except BaseException:
-            _kill(p)
-            raise
+        finally:
+            children.done(p)
     with open(log_path, encoding="utf-8", errors="replace") as f:
         run.log = f.read()
     res = os.path.join(folder, "result.json")
@@ -186,11 +217,13 @@ def _kill(p: subprocess.Popen) -> None:
 def run_many(cmd: Command, jobs: list[tuple[int, bool]], world: int, mode: str, work: str, timeout: float,
              parallel: int, progress=None) -> list[RankRun]:
     """Run ``(rank, stage0)`` jobs, ``parallel`` processes at a time; ``progress(run, done, total)``
-    after each.  Results in the order of ``jobs``."""
+    after each.  Results in the order of ``jobs``.  Anything that stops this (a signal) kills the
+    running children first."""
     done = [0]
+    children = Children()
 
     def one(job):
-        r = run_one(cmd, job[0], world, job[1], mode, work, timeout)
+        r = run_one(cmd, job[0], world, job[1], mode, work, timeout, children)
         done[0] += 1
         if progress is not None:
             progress(r, done[0], len(jobs))
@@ -198,8 +231,15 @@ def run_many(cmd: Command, jobs: list[tuple[int, bool]], world: int, mode: str, 
 
     if not jobs:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as ex:
-        return list(ex.map(one, jobs))
+    ex = ThreadPoolExecutor(max_workers=max(1, parallel))
+    try:
+        futures = [ex.submit(one, j) for j in jobs]
+        return [f.result() for f in futures]
+    except BaseException:
+        children.stop()
+        raise
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 def failure(run: RankRun, what: str, script: str) -> DiagnosticError:
