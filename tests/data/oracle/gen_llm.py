@@ -34,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from oracle_capture import refusal  # noqa: E402  (Paddle's error as `Type: last line`)
+# Paddle's error as `Type: last line` (refusal) or its last line (_last_line, kept for importers)
+from oracle_capture import last_line as _last_line, refusal  # noqa: E402,F401
 SNAPSHOTS = ["before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final"]
 CONFIGS = ["clip", "amp"]
 STAGES = ["s0", "s1", "s2", "s3"]
