@@ -57,6 +57,11 @@ FAKE = textwrap.dedent('''\
     elif mode == "refuse" and not stage0:
         res.update(status="error", message="AttributeError: 'list' object has no attribute 'get_defining_op'")
         snaps = ["before_partition"]
+    elif mode == "flaky" and not os.path.exists(log + ".flaky"):  # dy2static's race, once per (rank, form)
+        open(log + ".flaky", "w").close()
+        res.update(status="error", message="ValueError: Function: forward doesn't exist in the Module "
+                   "transformed from AST.")
+        snaps = []
     elif mode == "noengine":
         res.update(status="no-engine", message="the script ended without preparing a train program")
         snaps = []
@@ -139,13 +144,23 @@ def test_next_commands_run_as_printed(fake, tmp_path):
                                f"out/startup.r{rank}.ir", "--no-summary"], cwd=tmp_path).returncode == 0
 
 
+def test_dy2static_race_is_run_again(fake, tmp_path, monkeypatch):
+    """Paddle's dy2static failing to import its own module (parallel processes) is not a result."""
+    py, script, log = fake
+    monkeypatch.setenv("FAKE", "flaky")
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--world-size", "4", "--ranks", "2", "--", py, script)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in log.iterdir()) == ["r2.as.w4", "r2.as.w4.flaky", "r2.s0.w4", "r2.s0.w4.flaky"]
+    assert not list((tmp_path / "cap").glob("*.error.txt"))
+
+
 def test_paddle_refusal_is_kept_with_a_warning(fake, tmp_path, monkeypatch):
     py, script, _ = fake
     monkeypatch.setenv("FAKE", "refuse")
     out = tmp_path / "cap"
-    r = distc("capture", "-o", str(out), "--world-size", "4", "--", py, script)
+    r = distc("capture", "-o", str(out), "--world-size", "4", "--ranks", "1,2", "--", py, script)
     assert r.returncode == 0, r.stderr
-    assert "warning: Paddle refuses the script at stage 1 on ranks 0-3: AttributeError" in r.stderr
+    assert "warning: Paddle refuses the script at stage 1 on ranks 1-2: AttributeError" in r.stderr
     assert r.stderr.count("warning:") == 1
     assert (out / "s1.r2.error.txt").read_text() == \
         "AttributeError: 'list' object has no attribute 'get_defining_op'\n"
@@ -154,16 +169,16 @@ def test_paddle_refusal_is_kept_with_a_warning(fake, tmp_path, monkeypatch):
     assert man["rank_results"]["2"]["status"] == "paddle-error"
 
 
-@pytest.mark.parametrize("mode,expect", [
-    ("fail", "train.py:4:5: error: rank 1: the script failed: ValueError: bad shape"),
-    ("crash", "error: rank 2: the script failed: CRASH: the process was killed by SIGKILL"),
-    ("noengine", "error: rank 0: no program: the script ended without preparing a train program"),
+@pytest.mark.parametrize("mode,ranks,expect", [
+    ("fail", "0,1", "train.py:4:5: error: rank 1: the script failed: ValueError: bad shape"),
+    ("crash", "2", "error: rank 2: the script failed: CRASH: the process was killed by SIGKILL"),
+    ("noengine", "0-3", "error: rank 0: no program: the script ended without preparing a train program"),
 ])
-def test_a_failing_rank_writes_nothing(fake, tmp_path, monkeypatch, mode, expect):
+def test_a_failing_rank_writes_nothing(fake, tmp_path, monkeypatch, mode, ranks, expect):
     py, script, _ = fake
     monkeypatch.setenv("FAKE", mode)
     out = tmp_path / "cap"
-    r = distc("capture", "-o", str(out), "--world-size", "4", "--", py, script)
+    r = distc("capture", "-o", str(out), "--world-size", "4", "--ranks", ranks, "--", py, script)
     assert r.returncode == 1, r.stderr
     assert expect in r.stderr, r.stderr
     assert not out.exists() and leftovers(tmp_path) == []
@@ -174,7 +189,8 @@ def test_a_failing_rank_writes_nothing(fake, tmp_path, monkeypatch, mode, expect
 def test_timeout_stops_the_rank(fake, tmp_path, monkeypatch):
     py, script, _ = fake
     monkeypatch.setenv("FAKE", "hang")
-    r = distc("capture", "-o", str(tmp_path / "cap"), "--world-size", "4", "--timeout", "2", "--", py, script)
+    r = distc("capture", "-o", str(tmp_path / "cap"), "--world-size", "4", "--ranks", "1", "--timeout", "2", "--",
+              py, script)
     assert r.returncode == 1 and "rank 1" in r.stderr and "took over 2 s" in r.stderr, r.stderr
     assert not (tmp_path / "cap").exists()
 
@@ -194,7 +210,7 @@ def test_a_signal_stops_every_child_and_writes_nothing(fake, tmp_path, monkeypat
         time.sleep(0.1)
     child = int((log / "hang.pid").read_text())
     p.send_signal(signal.SIGTERM)
-    _, err = p.communicate(timeout=30)
+    _, err = p.communicate(timeout=120)
     assert p.returncode == 143, err
     assert "stopped by SIGTERM" in err
     assert not (tmp_path / "cap").exists() and leftovers(tmp_path) == []
@@ -236,7 +252,7 @@ def test_replaces_an_earlier_capture_but_not_other_folders(fake, tmp_path):
     assert r.returncode == 1 and "is not a distc capture folder" in r.stderr
     assert (out / "notes.txt").read_text() == "mine"
     (out / "notes.txt").unlink()
-    assert distc("capture", "-o", str(out), "--world-size", "4", "--ranks", "0,3", "--", py, script).returncode == 0
+    assert distc("capture", "-o", str(out), "--world-size", "4", "--ranks", "3", "--", py, script).returncode == 0
     (out / "extra.ir").write_text("old")
     r = distc("capture", "-o", str(out), "--world-size", "4", "--ranks", "1", "--", py, script)
     assert r.returncode == 0, r.stderr
@@ -283,7 +299,8 @@ def test_distc_itself_never_imports_paddle():
 def test_shard_takes_the_capture_folder(fake, tmp_path):
     """``distc shard FOLDER``: the folder's inputs and the script's stage, mesh dim and ranks."""
     py, script, _ = fake
-    assert distc("capture", "-o", "cap", "--world-size", "4", "--", py, script, cwd=tmp_path).returncode == 0
+    assert distc("capture", "-o", "cap", "--world-size", "4", "--ranks", "2,3", "--", py, script,
+                 cwd=tmp_path).returncode == 0
     (tmp_path / "out").mkdir()
     r = distc("shard", "cap", "--rank", "2", "--dense", "-q", "-o", "out/d2.ir", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -178,11 +178,26 @@ class Children:
             _kill(p)
 
 
+# Paddle's dy2static sometimes fails to import the module it has just written when several Paddle
+# processes run at once (seen in the oracle generators too): such a run is started again
+FLAKY = "doesn't exist in the Module transformed from AST"
+ATTEMPTS = 3
+
+
 def run_one(cmd: Command, rank: int, world: int, stage0: bool, mode: str, work: str, timeout: float,
             children: Children | None = None) -> RankRun:
     """Run the command for ``rank`` in a child process; its files go to a new folder under ``work``."""
-    children = children or Children()
-    folder = os.path.join(work, f"{'s0' if stage0 else 'as-given'}.r{rank}")
+    for attempt in range(ATTEMPTS):
+        run = _run_once(cmd, rank, world, stage0, mode, work, timeout, children or Children(), attempt)
+        if FLAKY not in (run.result.get("message") or ""):
+            break
+    run.result["attempts"] = attempt + 1
+    return run
+
+
+def _run_once(cmd: Command, rank: int, world: int, stage0: bool, mode: str, work: str, timeout: float,
+              children: Children, attempt: int) -> RankRun:
+    folder = os.path.join(work, f"{'s0' if stage0 else 'as-given'}.r{rank}" + (f".{attempt}" if attempt else ""))
     os.makedirs(folder, exist_ok=True)
     run = RankRun(rank, stage0, folder)
     log_path = os.path.join(folder, "log.txt")

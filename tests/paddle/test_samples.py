@@ -156,6 +156,9 @@ def test_script_failing_under_paddle(tmp_path):
 
 
 # -------------------------------------------------------------------- a pipeline schedule (1F1B)
+SCHED = DATA / "oracle/sched/llama_pp2dp2.tar.xz"  # gen_pp.py --sched (pipeline schedules' test data)
+
+
 @pytest.fixture(scope="module")
 def pp(tmp_path_factory) -> Path:
     """pp2 x dp2, 1F1B over 4 micro batches, stage 1; the world size is the program's (4: with 8,
@@ -173,6 +176,22 @@ def test_pp_jobs_per_stage(pp):
     assert first[:4] == ["recv_forward 0", "forward 0", "recv_forward 1", "forward 1"]
     assert last[:3] == ["recv_forward 0", "forward 0", "backward 0"]
     assert (pp / "s1.r1.jobs.txt").read_text() == (pp / "s1.r0.jobs.txt").read_text()
+
+
+def test_pp_capture_equals_stored(pp, tmp_path):
+    import tarfile
+
+    with tarfile.open(SCHED) as tar:
+        tar.extractall(tmp_path, filter="data")
+    ref = {p.name: p for p in tmp_path.rglob("llama_pp2dp2.1F1B.a4.*")}
+
+    def stored(name):
+        p = ref.get(f"llama_pp2dp2.1F1B.a4.{name}")
+        return p.read_text() if p else None
+
+    n, same, missing = compare(pp, stored)
+    assert sorted(missing) == [f"s1.r{r}.after_reshard.ir" for r in range(4)]  # not kept there
+    assert n == 52 and same == 52
 
 
 def test_pp_shard_equals_paddle(pp, tmp_path):
