@@ -9,6 +9,9 @@ success ("saving 0 bytes", exit 0).
 * ``--startup`` must initialise the optimizer states MAIN reads: none of them -> an error (it is
   e.g. Paddle's ``startup.before`` dump, taken before the optimizer created its states; the input
   is ``startup_after_remove``); some of them -> a warning naming the missing ones.
+* MAIN must not already carry ZeRO (fused or not, see :mod:`..analysis.zero_found`): at stages 1-3
+  an error naming what was found (sharding it again would slice sliced states), at stage 0 a
+  warning (the program is lowered as it is).
 * ZeRO (stage 1 to 3) over a mesh dim of one rank shards nothing: a warning (Paddle's program is
   still printed: it annotates the states ``Shard`` on that dim all the same).
 """
@@ -61,6 +64,7 @@ def state_names(prog: Program, rank: int | None = None) -> list[str]:
 
 
 def check_main(prog: Program, path: str, stage: int, warn) -> None:
+    check_not_sharded(prog, path, stage, warn)
     if not any(r.dist_attr is not None for op in prog.walk() for r in op.results):
         dense = ("MAIN has no dist types: it is a dense program (a rank's program after dist-to-dense, or not "
                  "auto-parallel); MAIN is the dist-typed program Paddle dumps just before apply_partition_pass")
@@ -77,6 +81,34 @@ def check_main(prog: Program, path: str, stage: int, warn) -> None:
     if stage >= 1:
         raise DiagnosticError(msg, filename=path)
     warn(f"{path}: warning: {msg}")
+
+
+def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | None = None) -> None:
+    """A MAIN that already carries ZeRO: an error at stages 1-3 (``asked``: the option that asks
+    for sharding, default ``--stage N``), a warning at stage 0."""
+    from ..analysis.zero_found import FUSED, zero_found
+
+    found = zero_found(prog)
+    if found is None:
+        return
+    asked = asked or f"--stage {stage}"
+    per_rank = (" Paddle writes fused ZeRO into each rank's program before partition: this is one rank's."
+                if found.kind == FUSED else "")
+    if stage >= 1:
+        msg = (f"{found.head()}; {asked} would shard it a second time. "
+               f"MAIN is the stage-0 program (Paddle's dump with dist.shard_optimizer(opt): no shard function, "
+               f"no tensor fusion); --stage 0 lowers this one as it is.{per_rank}")
+        raise _at(found.op, msg, path, "error")
+    warn(_at(found.op, f"{found.head()}; --stage 0 lowers it as it is (no second sharding).{per_rank}",
+             path, "warning").render())
+
+
+def _at(op, msg: str, path: str, severity: str) -> DiagnosticError:
+    """A diagnostic at ``op``'s source line, with that line (ops keep their source text)."""
+    line, col = op.loc if op is not None and op.loc is not None else (None, None)
+    src = op.src.split("\n", 1)[0] if op is not None and op.src else None
+    return DiagnosticError(msg, line, col, filename=path, severity=severity,
+                           source=None if src is None or line is None else "\n" * (line - 1) + src)
 
 
 def check_startup(prog: Program, startup: Program, path: str, warn, rank: int | None = None) -> None:

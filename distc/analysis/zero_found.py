@@ -1,0 +1,192 @@
+"""What ZeRO sharding a program already carries.
+
+``distc shard --stage N`` (and ``--tensor-fusion``) takes the plain stage-0 program: given one that
+Paddle (or distc) has already sharded, sharding it again would slice already-sliced states without a
+word.  :func:`zero_found` names what is there, with the op that shows it:
+
+* **fused ZeRO-1** (``strategy.sharding.enable_tensor_fusion``): parameters ``slice@NAME`` (each
+  rank's piece of a fused buffer), ``coalesce_tensor_`` / ``view_slice`` buffers, ``share_var``;
+* **ZeRO-3**: a parameter that is ``Shard`` on a mesh dim where an op using it (not the optimizer)
+  wants it ``Replicate`` (it is gathered before use: Paddle's ``ShardingStage3``);
+* **lowered**: an optimizer op that updates a slice / gather of its parameter (a program after
+  partition and reshard);
+* **ZeRO-1/2**: an optimizer state (or master weight) that is ``Shard`` on a mesh dim where its
+  parameter is not (Paddle's ``ShardingStage1``/``2``), or an optimizer op that reads its parameter
+  sharded on a mesh dim where the parameter value is replicated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dialects import ops
+from ..dialects.optimizers import MASTER, PARAM, STATE, optimizer_sig
+from ..ir.core import Operation, Program, Value
+from ..ir.dist import TensorDistAttr
+from ..ir.types import DistTensorType
+
+FUSED, STAGE3, STAGE1 = "fused ZeRO-1 (tensor fusion)", "ZeRO-3", "ZeRO-1/2"
+LOWERED = "lowered"
+
+
+@dataclass(frozen=True)
+class ZeroFound:
+    kind: str  # FUSED, STAGE3, STAGE1 or LOWERED
+    what: str  # what shows it, in words
+    op: Operation | None  # where
+
+    def head(self) -> str:
+        """``MAIN already carries ...: what``."""
+        if self.kind == LOWERED:
+            return f"MAIN was already partitioned and lowered (Paddle's partition and reshard passes): {self.what}"
+        return f"MAIN already carries {self.kind}: {self.what}"
+
+
+def _dist(v: Value | None) -> TensorDistAttr | None:
+    t = v.type if v is not None else None
+    return t.dist if isinstance(t, DistTensorType) else None
+
+
+def _name(v: Value) -> str:
+    op = v.owner
+    if op is not None:
+        for key in ("parameter_name", "name"):
+            a = op.attr(key)
+            if a is not None and isinstance(getattr(a, "value", None), str):
+                return a.value
+    return f"%{v.name}" if v.name else "a value"
+
+
+def _extra_shard(a: TensorDistAttr | None, b: TensorDistAttr | None) -> int | None:
+    """The first mesh dim where ``a`` is Shard and ``b`` is not (same mesh), else None."""
+    if a is None or b is None or a.mesh != b.mesh:
+        return None
+    pa, pb = a.placements, b.placements
+    for d, p in enumerate(pa):
+        if p.is_shard() and d < len(pb) and not pb[d].is_shard():
+            return d
+    return None
+
+
+def _fused(prog: Program) -> ZeroFound | None:
+    slices = [op for op in prog.walk() if op.name == ops.PARAMETER
+              and str(getattr(op.attr("parameter_name"), "value", "")).startswith("slice@")]
+    if slices:
+        names = [str(op.attr("parameter_name").value) for op in slices]
+        more = f" and {len(names) - 2} more" if len(names) > 2 else ""
+        return ZeroFound(FUSED, f"parameter{'s' * (len(names) > 1)} {', '.join(repr(n) for n in names[:2])}{more} "
+                                f"(each rank's piece of a fused buffer)", slices[0])
+    for op in prog.walk():
+        if op.name == "pd_op.coalesce_tensor_":
+            return ZeroFound(FUSED, f"'pd_op.coalesce_tensor_' packs {op.num_operands and _count(op)} "
+                                    f"tensors into one buffer", op)
+    return None
+
+
+def _count(op: Operation) -> int:
+    v = op.operand(0)
+    return v.owner.num_operands if v is not None and v.owner is not None and v.owner.name == ops.COMBINE else 1
+
+
+def _parameter_behind(v: Value | None, depth: int = 6) -> Value | None:
+    """The ``builtin.parameter`` value that ``v`` is, or is a slice / reshard / copy of (following
+    first operands), else None."""
+    for _ in range(depth):
+        op = v.owner if v is not None else None
+        if op is None:
+            return None
+        if op.name == ops.PARAMETER:
+            return v
+        if op.name == ops.DATA or not op.num_operands:
+            return None
+        v = op.operand(0)
+    return None
+
+
+def _stage3(p: Value, pd: TensorDistAttr, opt: Operation) -> ZeroFound | None:
+    """ZeRO-3: ``p`` is Shard on a mesh dim where an op using it wants it whole (or gathers it:
+    a lowered program), and the backward gives its gradient Partial on that dim (a data-parallel
+    dim; a tensor-parallel parameter gathered before use, e.g. a vocab-parallel embedding, has
+    no partial gradient there)."""
+    gathered: tuple[int, Operation] | None = None
+    partial: set[int] = set()
+    shape = getattr(p.type, "shape", None)
+    gathers = [u.results[0] for u, _ in p.uses if u.name in ("pd_op.all_gather", "pd_op.c_allgather") and u.results]
+    for user, idx in [use for v in [p] + gathers for use in v.uses]:
+        if user is opt or optimizer_sig(user) is not None:
+            continue
+        if str(getattr(user.attr("op_role"), "value", "")) == "1":  # backward: the gradient's layout
+            entries = user.dist_attr.results if user.dist_attr is not None else ()
+            for k, r in enumerate(user.results):
+                if getattr(r.type, "shape", None) != shape:
+                    continue
+                for rd in (_dist(r), entries[k] if k < len(entries) else None):
+                    if isinstance(rd, TensorDistAttr):
+                        partial |= {d for d, q in enumerate(rd.placements) if q.is_partial()}
+            continue
+        if gathered is not None:
+            continue
+        if user.name in ("pd_op.all_gather", "pd_op.c_allgather"):
+            d = next((d for d, q in enumerate(pd.placements) if q.is_shard()), None)
+        else:
+            entries = user.dist_attr.operands if user.dist_attr is not None else ()
+            want = entries[idx] if idx < len(entries) else None
+            d = _extra_shard(pd, want) if isinstance(want, TensorDistAttr) else None
+        if d is not None:
+            gathered = (d, user)
+    if gathered is None or gathered[0] not in partial:
+        return None
+    d, user = gathered
+    return ZeroFound(STAGE3, f"parameter '{_name(p)}' is {pd.placements[d]} on mesh dim {d} and '{user.name}' "
+                             f"(line {user.loc[0] if user.loc else '?'}) gathers it before use", p.owner or opt)
+
+
+def _param_dim(op: Operation, sig) -> tuple[Value | None, int]:
+    for i, (role, _) in enumerate(sig.operands):
+        if role == PARAM and i < op.num_operands:
+            return op.operand(i), i
+    return None, -1
+
+
+def zero_found(prog: Program) -> ZeroFound | None:
+    """The ZeRO sharding ``prog`` already carries (the first sign found), or None."""
+    found = _fused(prog)
+    if found is not None:
+        return found
+    stage1: ZeroFound | None = None
+    for op in prog.walk():
+        sig = optimizer_sig(op)
+        if sig is None:
+            continue
+        p, pi = _param_dim(op, sig)
+        pd = _dist(p)
+        if p is None or pd is None:
+            continue
+        z3 = _stage3(p, pd, op)
+        if z3 is not None:
+            return z3
+        if stage1 is not None:
+            continue
+        root = _parameter_behind(p)
+        if root is not None and root is not p:
+            stage1 = ZeroFound(LOWERED, f"'{op.name}' updates a '{p.owner.name}' of parameter '{_name(root)}', "
+                                        f"not the parameter itself", op)
+            continue
+        for i, (role, _) in enumerate(sig.operands):
+            if role not in (STATE, MASTER) or i >= op.num_operands:
+                continue
+            s = op.operand(i)
+            d = _extra_shard(_dist(s), pd)
+            if d is not None:
+                sd = _dist(s)
+                assert sd is not None
+                stage1 = ZeroFound(STAGE1, f"optimizer state '{_name(s)}' is {sd.placements[d]} on mesh dim {d} "
+                                           f"where its parameter '{_name(p)}' is {pd.placements[d]}", op)
+                break
+        if stage1 is None and op.dist_attr is not None and pi < len(op.dist_attr.operands):
+            want = op.dist_attr.operands[pi]
+            d = _extra_shard(want, pd) if isinstance(want, TensorDistAttr) else None
+            if d is not None:
+                stage1 = ZeroFound(STAGE1, f"'{op.name}' updates parameter '{_name(p)}' as {want.placements[d]} "
+                                           f"on mesh dim {d} where the parameter is {pd.placements[d]}", op)
+    return stage1

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Generate ZeRO tensor-fusion and MoE training programs with real PaddlePaddle 3.3.1 (CPU).
+
+Tensor fusion (`fusion/`): the MLP of gen_stage1.py and the LLaMA-style decoder of gen_llm.py
+(`clip` config: AdamW + ClipGradByGlobalNorm + cosine LR) with `strategy.sharding.enable_tensor_fusion`
+and `dist.ShardingStage1("dp", mesh)` (Paddle's ShardingOptimizerStage1), in the variants
+
+  s0       dist.shard_optimizer(opt): the plain stage-0 program (distc's input)
+  s1       ShardingStage1 without fusion (the unfused ZeRO-1 program, for comparison)
+  fuse     enable_tensor_fusion (comm_buffer_size_MB 256: one buffer)
+  overlap  + enable_overlap
+  release  + release_gradients
+  buf0     comm_buffer_size_MB = 0 (one buffer per parameter)
+  ovrel    enable_overlap + release_gradients
+
+The CPU wheel stops tensor fusion at a device check (`tensor fusion helper now only support
+['gpu','npu','xpu'], but got device unknown`); the worker sets the helper's cached device type
+to "gpu" first (`tensor_fusion_helper.__current_device_type__`), which changes only the
+alignment table looked up (256 bytes), not the program.
+
+MoE (`moe/`): a small expert-parallel model on the 2x2 mesh [[0,1],[2,3]] (dims dp, ep): a
+replicated gate, the tokens resharded over ep ([Shard(0), Shard(2)] -> [Shard(0), Shard(1)]: an
+n-d shard-to-shard reshard), `dist.auto_parallel.api.moe_sub_mesh_tensors` onto the expert
+meshes [[0],[2]] and [[1],[3]] (one Linear expert each), `moe_global_mesh_tensor` back, a
+replicated head, MSE loss; AdamW.  Variants s0, s1, s3 (ShardingStage1/3 over dp), each without
+and with FLAGS_enable_moe_utils=true (`s0u`, `s1u`, `s3u`; Paddle then lowers the n-d
+shard-to-shard reshard through all_to_all).
+
+Names as gen_llm.py: GROUP/CASE.VARIANT.rR.SNAPSHOT.ir with SNAPSHOT in before_partition,
+after_reshard, dense, startup_after_remove, startup_final (and startup.before), or
+GROUP/CASE.VARIANT.rR.error.txt where Paddle fails.
+
+Usage (/tmp/paddle/bin/python):
+  python gen_fusion.py --out DIR [-j N] [FILTER...]   # every job (FILTER: GROUP/CASE.VARIANT[.rR] prefixes)
+  python gen_fusion.py --pack DIR DEST                # DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
+  python gen_fusion.py --unpack DEST OUT
+
+The engine steps and snapshots are gen_stage1.run_engine's (wrapped here only to pass the
+strategy); each (group, case, variant, rank) runs in a fresh process with PYTHONHASHSEED=0,
+PADDLE_TRAINER_ID=rank, PADDLE_TRAINERS_NUM=8.
+"""
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gen_llm import _last_line, pack, unpack  # noqa: E402
+
+SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "dense", "startup_after_remove",
+             "startup_final"]
+
+# case -> (model, mesh, dims, mp): model "mlp" is gen_stage1's MLP (16-32-16), "llama" gen_llm's
+# decoder (config clip)
+FUSION_CASES = {
+    "mlp_dp2": ("mlp", [0, 1], ["dp"]),
+    "mlp_dp4": ("mlp", [0, 1, 2, 3], ["dp"]),
+    "mlp_dp2mp2": ("mlp", [[0, 1], [2, 3]], ["dp", "mp"]),
+    "llama_dp2": ("llama", [0, 1], ["dp"]),
+    "llama_dp4": ("llama", [0, 1, 2, 3], ["dp"]),
+    "llama_dp2mp2": ("llama", [[0, 1], [2, 3]], ["dp", "mp"]),
+}
+FUSION_VARIANTS = {  # variant -> strategy.sharding settings (None: no fusion)
+    "s0": None,
+    "s1": None,
+    "fuse": {},
+    "overlap": {"enable_overlap": True},
+    "release": {"release_gradients": True},
+    "buf0": {"comm_buffer_size_MB": 0},
+    "ovrel": {"enable_overlap": True, "release_gradients": True},
+}
+MOE_CASES = {"moe_dp2ep2": ([[0, 1], [2, 3]], ["dp", "ep"])}
+MOE_VARIANTS = ["s0", "s1", "s3", "s0u", "s1u", "s3u"]
+
+
+def flat(ids):
+    while isinstance(ids[0], list):
+        ids = [r for row in ids for r in row]
+    return ids
+
+
+def jobs(outdir):
+    out = []
+    for case, (_, ids, _) in FUSION_CASES.items():
+        for v in FUSION_VARIANTS:
+            out += [("fusion", case, v, r, outdir) for r in flat(ids)]
+    for case, (ids, _) in MOE_CASES.items():
+        for v in MOE_VARIANTS:
+            out += [("moe", case, v, r, outdir) for r in flat(ids)]
+    return out
+
+
+# ----------------------------------------------------------------------------- capture
+
+def _with_strategy(settings):
+    """gen_stage1.run_engine, with the strategy this variant needs (gen_llm.py and gen_stage1.py
+    import run_engine from gen_stage1 when they run, so the wrapper is what they call)."""
+    import gen_stage1
+
+    orig = gen_stage1.run_engine
+
+    def run_engine(model, dloader, loss, opt, snapshot_cb, timings=None, strategy=None):
+        import paddle.distributed as dist
+        if settings is not None:
+            strategy = strategy or dist.Strategy()
+            strategy.sharding.enable_tensor_fusion = True
+            for k, v in settings.items():
+                setattr(strategy.sharding, k, v)
+        return orig(model, dloader, loss, opt, snapshot_cb, timings, strategy=strategy)
+
+    gen_stage1.run_engine = run_engine
+
+
+def fusion_capture(case, variant, snapshot_cb):
+    import gen_llm
+    import gen_stage1
+    from paddle.distributed.fleet.utils import tensor_fusion_helper
+
+    # the CPU wheel's device check (see the module doc)
+    tensor_fusion_helper.__current_device_type__ = "gpu"
+    model, ids, dims = FUSION_CASES[case]
+    settings = FUSION_VARIANTS[variant]
+    _with_strategy(settings)
+    stage = "s0" if variant == "s0" else "s1"
+    if model == "mlp":
+        spec = gen_stage1.C(ids, dims, mp="mp" if "mp" in dims else None)
+        gen_stage1.build_and_capture(spec, stage, snapshot_cb)
+    else:
+        name = {"llama_dp2": "llama_dp2", "llama_dp4": "llama_dp4", "llama_dp2mp2": "llama_dp2mp2"}[case]
+        gen_llm.build_and_capture("clip", name, stage, snapshot_cb)
+
+
+def moe_capture(case, variant, snapshot_cb):
+    import numpy as np
+    import paddle
+    import paddle.distributed as dist
+
+    from gen_stage1 import run_engine
+
+    if variant.endswith("u"):
+        os.environ["FLAGS_enable_moe_utils"] = "true"
+    paddle.seed(2024)
+    np.random.seed(2024)
+    ids, dims = MOE_CASES[case]
+    mesh = dist.ProcessMesh(ids, dim_names=dims)
+    experts = [dist.ProcessMesh([[row[i]] for row in ids], dim_names=dims) for i in range(len(ids[0]))]
+    B, S, H = 4, 8, 16
+    R, Sh = dist.Replicate, dist.Shard
+
+    class Expert(paddle.nn.Layer):
+        def __init__(self, m):
+            super().__init__()
+            self.lin = paddle.nn.Linear(H, H, bias_attr=False)
+            self.lin.weight = dist.shard_tensor(self.lin.weight, m, [R(), R()])
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class MoE(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.gate = paddle.nn.Linear(H, H, bias_attr=False)
+            self.gate.weight = dist.shard_tensor(self.gate.weight, mesh, [R(), R()])
+            self.experts = paddle.nn.LayerList([Expert(m) for m in experts])
+            self.head = paddle.nn.Linear(H, H, bias_attr=False)
+            self.head.weight = dist.shard_tensor(self.head.weight, mesh, [R(), R()])
+
+        def forward(self, x):
+            h = self.gate(x)                                          # [B, S, H]
+            h = paddle.tile(paddle.unsqueeze(h, 1), [1, len(experts), 1, 1])  # [B, E, S, H]
+            h = dist.reshard(h, mesh, [Sh(0), Sh(2)])                 # tokens over ep
+            h = dist.reshard(h, mesh, [Sh(0), Sh(1)])                 # experts over ep (all-to-all)
+            local = dist.auto_parallel.api.moe_sub_mesh_tensors(h, mesh, 1, [Sh(0), Sh(1)])
+            outs = [e(t) for e, t in zip(self.experts, local)]
+            h = dist.auto_parallel.api.moe_global_mesh_tensor(outs, mesh, [Sh(0), Sh(1)], 1)
+            h = dist.reshard(h, mesh, [Sh(0), Sh(2)])                 # back (all-to-all)
+            h = dist.reshard(h, mesh, [Sh(0), R()])
+            return self.head(paddle.sum(h, axis=1))
+
+    class DS(paddle.io.Dataset):
+        def __init__(self, n):
+            self.x = np.random.rand(n, S, H).astype("float32")
+            self.y = np.random.rand(n, S, H).astype("float32")
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+        def __len__(self):
+            return len(self.x)
+
+    model = MoE()
+    opt = paddle.optimizer.AdamW(learning_rate=0.01, parameters=model.parameters())
+    base = variant.rstrip("u")
+    if base == "s0":
+        opt = dist.shard_optimizer(opt)
+    else:
+        fn = {"s1": dist.ShardingStage1, "s3": dist.ShardingStage3}[base]
+        opt = dist.shard_optimizer(opt, fn("dp", mesh))
+    loader = paddle.io.DataLoader(DS(4 * B), batch_size=B)
+    dloader = dist.shard_dataloader(loader, meshes=[mesh], shard_dims="dp")
+    run_engine(model, dloader, paddle.nn.MSELoss(), opt, snapshot_cb)
+
+
+# ----------------------------------------------------------------------------- worker
+
+def worker(group, case, variant, rank, outdir):
+    assert os.environ.get("PADDLE_TRAINER_ID") == str(rank)
+    base = os.path.join(outdir, group, f"{case}.{variant}.r{rank}")
+    got = {}
+
+    def cb(name, program):
+        got.setdefault(name, str(program))
+
+    try:
+        (fusion_capture if group == "fusion" else moe_capture)(case, variant, cb)
+    except Exception as e:  # Paddle refused: its message, and the snapshots taken before
+        msg = _last_line(e)
+        if not msg.startswith(type(e).__name__ + ":"):
+            msg = f"{type(e).__name__}: {msg}"
+        with open(base + ".error.txt", "w", encoding="utf-8") as f:
+            f.write(msg + "\n")
+    for s in SNAPSHOTS:
+        if s in got:
+            with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
+                t = got[s]
+                f.write(t if t.endswith("\n") else t + "\n")
+
+
+def run_worker(job):
+    group, case, variant, rank, outdir = job
+    os.makedirs(os.path.join(outdir, group), exist_ok=True)
+    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+               GLOG_minloglevel="2")
+    env.pop("FLAGS_enable_moe_utils", None)
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", group, case, variant, str(rank),
+                        outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tag = f"{group}/{case}.{variant}.r{rank}"
+    if p.returncode != 0:
+        print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
+        with open(os.path.join(outdir, group, f"{case}.{variant}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
+            lines = p.stdout.strip().splitlines() or ["?"]
+            fatal = [ln.strip() for ln in lines if ln.strip().startswith("FatalError:")]
+            f.write("CRASH: " + (fatal or lines)[-1] + "\n")
+    else:
+        err = os.path.join(outdir, group, f"{case}.{variant}.r{rank}.error.txt")
+        print("  done", tag, "(Paddle refused)" if os.path.exists(err) else "", flush=True)
+
+
+def main(argv):
+    j = 2
+    if "-j" in argv:
+        i = argv.index("-j")
+        j = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    if argv[:1] == ["--worker"]:
+        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
+        return 0
+    if argv[:1] == ["--pack"]:
+        pack(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["--unpack"]:
+        unpack(argv[1], argv[2])
+        return 0
+    if argv[:1] == ["--out"]:
+        todo = jobs(argv[1])
+        if len(argv) > 2:
+            todo = [jb for jb in todo if any(f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}".startswith(a) for a in argv[2:])]
+        with ThreadPoolExecutor(max_workers=j) as ex:
+            list(ex.map(run_worker, todo))
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,106 @@
+"""A program that already carries ZeRO (Paddle's stage-1/2/3 or fused program, or a lowered one)
+given to ``distc shard --stage N`` is an error naming what was found (a warning at ``--stage 0``,
+which lowers it as it is) — never a second, silent sharding (issue 19, point 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import llmdata
+from distc.analysis.zero_found import FUSED, LOWERED, STAGE1, STAGE3, zero_found
+from distc.cli import main
+from distc.syntax.parser import parse_program
+
+from conftest import DATA
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _file(tmp_path, name: str):
+    p = tmp_path / name.replace("/", ".")
+    p.write_text(llmdata.text(name))
+    return p
+
+
+@pytest.mark.parametrize("name,kind,where", [
+    ("clip/llama_dp4.s1.r0.before_partition.ir", STAGE1, ":382:5: error: MAIN already carries ZeRO-1/2: "
+     "optimizer state 'linear_14.w_0.dist_moment1_0' is Shard(dim=0) on mesh dim 0 where its parameter "
+     "'linear_14.w_0.dist' is Replicate()"),
+    ("clip/llama_dp4.s3.r0.before_partition.ir", STAGE3, ":86:5: error: MAIN already carries ZeRO-3: parameter "
+     "'linear_14.w_0.dist' is Shard(dim=0) on mesh dim 0 and 'pd_op.matmul' (line 212) gathers it before use"),
+    ("clip/llama_dp2mp2.s1.r1.before_partition.ir", STAGE1, "error: MAIN already carries ZeRO-1/2"),
+    ("clip/llama_dp4.s1.r0.after_reshard.ir", LOWERED, "error: MAIN was already partitioned and lowered"),
+])
+@pytest.mark.parametrize("stage", ["1", "2", "3"])
+def test_sharded_main_is_an_error(tmp_path, name, kind, where, stage):
+    f = _file(tmp_path, name)
+    assert zero_found(parse_program(llmdata.text(name))).kind == kind
+    r = run("shard", f, "--stage", stage, "-q")
+    assert r.exit_code == 1 and r.stdout == ""
+    assert f"{f}{where}" in r.stderr if where.startswith(":") else where in r.stderr
+    assert f"--stage {stage} would shard it a second time" in r.stderr
+    assert "\n    ^" in r.stderr and "Traceback" not in r.output  # the line and a caret
+
+
+@pytest.mark.parametrize("case,stage", [("llama_dp4", "s1"), ("llama_dp4", "s3"), ("llama_dp2mp2", "s1")])
+def test_stage0_lowers_it_as_it_is_with_a_warning(tmp_path, case, stage):
+    """--stage 0 on Paddle's own ZeRO program before partition gives Paddle's program after
+    reshard (no second sharding), and says what it found."""
+    f = _file(tmp_path, f"clip/{case}.{stage}.r1.before_partition.ir")
+    out = tmp_path / "out.ir"
+    r = run("shard", f, "--stage", "0", "--rank", "1", "-q", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "warning: MAIN already carries ZeRO-" in r.stderr and "--stage 0 lowers it as it is" in r.stderr
+    golden = _file(tmp_path, f"clip/{case}.{stage}.r1.after_reshard.ir")
+    d = run("diff", golden, out, "--no-summary")
+    assert d.exit_code == 0, d.output
+
+
+def test_warning_in_json(tmp_path):
+    f = _file(tmp_path, "clip/llama_dp4.s1.r0.before_partition.ir")
+    r = run("shard", f, "--stage", "0", "--json", "-o", tmp_path / "o.ir")
+    assert r.exit_code == 0
+    doc = json.loads(r.stderr.strip().splitlines()[-1])
+    assert any("MAIN already carries ZeRO-1/2" in w for w in doc["warnings"])
+
+
+def test_json_error_names_it(tmp_path):
+    f = _file(tmp_path, "clip/llama_dp4.s3.r0.before_partition.ir")
+    r = run("shard", f, "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "error" and doc["line"] == 86 and "MAIN already carries ZeRO-3" in doc["message"]
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "corpus/paddle-3.3.1/stage1").glob("*.s0.r0.before_partition.ir")))
+def test_stage0_programs_carry_nothing(path):
+    assert zero_found(parse_program(path.read_text())) is None
+
+
+def test_every_llm_program_is_found_as_what_it_is():
+    """Every LLaMA / MLP program Paddle printed before partition (each distinct file once): stage 0
+    carries nothing; every stage-1/2 (plain SGD: its stage 1 is its stage 0 in Paddle, nothing to find) and
+    stage-3 program is found as what it is."""
+    seen, done = {}, set()
+    for root in (llmdata.LLM, llmdata.PP):
+        for name, (h, _) in llmdata.manifest(root).items():
+            if not name.endswith(".before_partition.ir") or h in done:
+                continue
+            done.add(h)
+            stage = name.split(".")[1]
+            f = zero_found(parse_program(llmdata.text(name, root)))
+            want = {"s0": None, "s1": STAGE1, "s2": STAGE1, "s3": STAGE3}[stage]
+            if name.split("/")[0] == "sgd" or name.startswith("mlp/mlp_dp2_sgd"):
+                want = STAGE3 if stage == "s3" else None
+            seen[name] = (f.kind if f else None, want)
+    wrong = {n: v for n, v in seen.items() if v[0] != v[1]}
+    assert not wrong and len(seen) > 80, (len(seen), list(wrong.items())[:5])
+
+
+def test_fused_kind_name():
+    assert FUSED.startswith("fused ZeRO-1")
