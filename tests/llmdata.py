@@ -12,6 +12,7 @@ from conftest import DATA
 
 LLM = DATA / "oracle/llm"
 PP = DATA / "oracle/pp"  # gen_pp.py: the layers on two pipeline-stage meshes (same scheme)
+FUSION = DATA / "oracle/fusion"  # gen_fusion.py: ZeRO tensor fusion (fusion/) and MoE (moe/) programs
 CONFIGS = ("clip", "amp")
 MESH_DIMS = {"llama_dp4": ("dp",), "llama_dp2mp2": ("dp", "mp"), "llama_dp2mp4": ("dp", "mp")}
 RANKS = {"llama_dp4": range(4), "llama_dp2mp2": range(4), "llama_dp2mp4": range(8)}

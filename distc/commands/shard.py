@@ -80,6 +80,8 @@ def _summary(res: RankResult, stage: int, axis) -> None:
               help="these ranks, e.g. 0-3,6 (like --all-ranks, for a subset)")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="worker processes for several ranks  [default: the machine's cores]")
+@click.option("--moe-all-to-all", is_flag=True, help="lower n-d shard-to-shard reshards on one mesh dim through "
+              "one all-to-all on its 1-D sub-mesh, as Paddle does under FLAGS_enable_moe_utils=true")
 @click.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")
 @click.option("--dense", is_flag=True, help="go on to the per-rank dense program (remove-other-rank, dist-to-dense)")
 @click.option("--startup", default=None, help="the startup program to shard as well")
@@ -95,7 +97,8 @@ def _summary(res: RankResult, stage: int, axis) -> None:
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 @program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
-            all_ranks: bool, rank_list: str | None, jobs: int | None, annotate_only: bool, dense: bool,
+            all_ranks: bool, rank_list: str | None, jobs: int | None, moe_all_to_all: bool, annotate_only: bool,
+            dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
             prove: bool, as_json: bool, program: int | None) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1.
@@ -136,7 +139,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             targets = (out.add("-o", output or "-"), out.add("--startup-out", startup_out))
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         opts = ShardOptions(stage=stage, axis=axis, mesh_dims=dims, amp=amp, annotate_only=annotate_only,
-                            dense=dense, verify_each=verify_each)
+                            dense=dense, verify_each=verify_each, moe_all_to_all=moe_all_to_all)
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
                              diagnostics=Diagnostics(sink=warn))

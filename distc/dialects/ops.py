@@ -10,6 +10,8 @@ from __future__ import annotations
 # dist_op
 RESHARD = "dist_op.reshard"
 SHARD_TENSOR = "dist_op.shard_tensor"
+MOE_SUB_MESH_TENSORS = "dist_op.moe_sub_mesh_tensors"  # a global value -> one value per expert sub-mesh
+MOE_GLOBAL_MESH_TENSOR = "dist_op.moe_global_mesh_tensor"  # the experts' values -> one global value
 
 # builtin
 PARAMETER = "builtin.parameter"
@@ -33,6 +35,7 @@ FULL_INT_ARRAY = "pd_op.full_int_array"
 ASSIGN = "pd_op.assign"
 ASSIGN_OUT_ = "pd_op.assign_out_"
 SHARE_DATA_ = "pd_op.share_data_"
+SHARE_DATA = "pd_op.share_data"
 COALESCE_TENSOR_ = "pd_op.coalesce_tensor_"
 CAST = "pd_op.cast"
 RESHAPE = "pd_op.reshape"

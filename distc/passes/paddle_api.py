@@ -297,6 +297,11 @@ class PaddleAPI:
         d = self.dist(x)
         return self.insert(ops.SHARE_DATA_, [x], [x.type], {}, self.op_attr(d.mesh, [d], [d])).result
 
+    def share_data(self, x: Value) -> Value:
+        """``paddle._C_ops.share_data(x)`` (not in place)."""
+        d = self.dist(x)
+        return self.insert(ops.SHARE_DATA, [x], [x.type], {}, self.op_attr(d.mesh, [d], [d])).result
+
     def assign(self, x: Value) -> Value:
         d = self.dist(x)
         return self.insert(ops.ASSIGN, [x], [x.type], {}, self.op_attr(d.mesh, [d], [d])).result

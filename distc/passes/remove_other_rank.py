@@ -6,8 +6,11 @@
    differ), operand entries from the operand types (empty for dense operands), result entries
    from the result types;
 2. ``remove_other_rank_op_pass``: walking the block backwards, erase ops whose op mesh does not
-   hold R, leftover (unused) ``dist_op.reshard`` ops, unused combine/split helpers; then merge
-   several ``learning_rate`` data ops (or parameters) into one and drop unused kwargs.
+   hold R, leftover (unused) ``dist_op.reshard`` ops, unused combine/split helpers; replace the MoE
+   ops by a ``share_data_`` of R's own piece (``dist_op.moe_sub_mesh_tensors``: the input, typed as
+   the result on R's expert mesh; ``dist_op.moe_global_mesh_tensor``: the operand on R's expert
+   mesh, typed as the global result); then merge several ``learning_rate`` data ops (or
+   parameters) into one and drop unused kwargs.
 """
 
 from __future__ import annotations
@@ -71,9 +74,43 @@ def complete_op_dist_attr(block: Block, mk: Maker) -> int:
 
 
 class _Pruner:
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, style) -> None:
         self.rank = rank
+        self.style = style
         self.erased = 0
+        self.moe = 0
+
+    def _share(self, op: Operation, src, out, operand_entry, result_entry) -> None:
+        """Paddle's ``replace_moe_*``: ``share_data_(src)`` typed as ``out``, on the op's mesh,
+        replaces ``out``; the MoE op goes."""
+        from ..ir.builder import InsertPoint
+        from .paddle_api import PaddleAPI
+
+        api = PaddleAPI(self.style, InsertPoint.before(op))
+        d = op.dist_attr
+        new = api.insert(ops.SHARE_DATA_, [src], [out.type], {},
+                         api.op_attr(d.mesh, [operand_entry], [result_entry], chunk_id=d.chunk_id or -1)).result
+        out.replace_all_uses_with(new)
+        if any(r.uses for r in op.results):
+            raise fail(op, f"'{op.name}': a result for another rank is still used on rank {self.rank}")
+        op.erase()
+        self.moe += 1
+
+    def _mine(self, op: Operation, values, what: str) -> int:
+        hit = [i for i, v in enumerate(values) if (d := v.dist_attr) is not None and self.rank in d.mesh.process_ids]
+        if len(hit) != 1:
+            raise fail(op, f"'{op.name}' has {len(hit)} {what} on rank {self.rank} (Paddle needs exactly one)")
+        return hit[0]
+
+    def moe_sub(self, op: Operation) -> None:
+        i = self._mine(op, op.results, "results")
+        d = op.dist_attr
+        self._share(op, op.operand(0), op.results[i], d.operands[0], d.results[i])
+
+    def moe_global(self, op: Operation) -> None:
+        i = self._mine(op, op.operands, "operands")
+        d = op.dist_attr
+        self._share(op, op.operand(i), op.results[0], d.operands[i], d.results[0])
 
     def _erase(self, op: Operation) -> None:
         if any(r.uses for r in op.results):
@@ -95,6 +132,12 @@ class _Pruner:
                     self._erase(op)
                 continue
             if name == ops.CF_YIELD:
+                continue
+            if name == ops.MOE_SUB_MESH_TENSORS and op.dist_attr is not None:
+                self.moe_sub(op)
+                continue
+            if name == ops.MOE_GLOBAL_MESH_TENSOR and op.dist_attr is not None:
+                self.moe_global(op)
                 continue
             if name == ops.PYLAYER:
                 meshes = [o.dist_attr.mesh for region in op.regions for b in region.blocks for o in b.ops
@@ -167,9 +210,10 @@ class RemoveOtherRankPass(ModulePass):
             return
         mk = Maker(prog.style)
         done = complete_op_dist_attr(prog.block, mk)
-        p = _Pruner(self.rank)
+        p = _Pruner(self.rank, prog.style)
         p.prune(prog.block)
         merged = merge_learning_rates(prog)
         drop_unused_kwargs(prog.block)
         ctx.notes.append(f"remove-other-rank: rank {self.rank}: {p.erased} op(s) removed, "
-                         f"{done} op dist attr(s) completed" + (f", {merged} learning rate(s) merged" if merged else ""))
+                         f"{done} op dist attr(s) completed" + (f", {merged} learning rate(s) merged" if merged else "")
+                         + (f", {p.moe} MoE op(s) -> share_data_" if p.moe else ""))

@@ -18,6 +18,7 @@ class ReshardPass(ModulePass):
     paddle: bool = False  # only Paddle's own reshard functions (fail where Paddle fails)
     ring_base: int = 12  # the first ring id handed out (Paddle's first in a fresh process)
     coshard: bool = True  # co-sharded placements ([Shard(0), Shard(0)]) as nested splits (not Paddle's)
+    moe_all_to_all: bool = False  # Paddle's FLAGS_enable_moe_utils lowering (x_moe_all_to_all)
 
     def apply(self, prog, ctx: PassContext) -> None:
         from .reshard import lower_program, ring_allocator
@@ -29,6 +30,7 @@ class ReshardPass(ModulePass):
         rings = ring_allocator(ctx, first=self.ring_base)
         rings.reserved |= _ring_ids_in(prog) - set(rings.groups.values())
         res = lower_program(prog, self.rank, rings=rings, paddle_only=self.paddle,
+                            enable=("moe_all_to_all",) if self.moe_all_to_all else (),
                             disable=() if self.coshard else ("x_coshard",))
         ctx.collectives.extend(res.records)
         ctx.notes.extend(res.notes)

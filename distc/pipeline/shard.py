@@ -61,6 +61,7 @@ class ShardOptions:
     annotate_only: bool = False
     dense: bool = False
     verify_each: bool = False
+    moe_all_to_all: bool = False  # Paddle's FLAGS_enable_moe_utils lowering (reshard{moe_all_to_all})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mesh_dims", tuple(self.mesh_dims))
@@ -169,7 +170,7 @@ class ShardPipeline:
         o = self.options
         if o.annotate_only:
             return []
-        out: list[ModulePass] = [ReshardPass(rank=rank)]
+        out: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all)]
         if o.dense:
             out += [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)]
         return out

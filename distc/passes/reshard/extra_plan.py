@@ -113,10 +113,11 @@ def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | No
             return "Paddle fails on uneven S->R / S->S"
         if a.is_shard() and not _sorted_along(mesh, k):
             return "Paddle's all_gather / all_to_all assume ascending process ids"
-        if nd == 1 and a.is_shard() and b.is_shard() and a.dim != 0 and b.dim != 0:
-            # its reshapes assume one of the axes is 0 (not in Paddle's oracle; the simulator
-            # finds distc's faithful copy of Paddle's s_to_s scrambling the pieces)
-            return "Paddle's s_to_s mixes up the pieces when neither shard axis is 0"
+        if nd == 1 and a.is_shard() and b.is_shard() and 0 < a.dim < b.dim:
+            # its reshapes assume the target axis is 0 or before the source axis (not in Paddle's
+            # oracle; the simulator finds distc's faithful copy of Paddle's s_to_s scrambling the
+            # pieces for S1->S2, S1->S3, S2->S3 ..., and right for S2->S1, S3->S1 ...)
+            return "Paddle's s_to_s mixes up the pieces when the source shard axis is before the target, neither 0"
         if b.is_partial() and (a.is_replicate() or a.is_shard()) and b.reduce not in ("SUM", "AVG", "MAX"):
             return f"Paddle's r_to_p does not support {b.reduce}"
     # R->P on groups without global rank 0, zeros of the global shape, and the shards an N-d

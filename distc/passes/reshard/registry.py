@@ -171,7 +171,7 @@ def functions(*, paddle_only: bool = False, enable=(), disable=()) -> list[Resha
     when named in ``enable``; none named in ``disable``."""
     load_functions()
     if paddle_only:
-        return [e.func for e in _ENTRIES if e.func.paddle]
+        return [e.func for e in _ENTRIES if e.func.paddle and (not e.func.optin or e.func.name in enable)]
     return [e.func for e in _ENTRIES
             if (not e.func.optin or e.func.name in enable) and e.func.name not in disable]
 

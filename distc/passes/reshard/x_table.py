@@ -36,7 +36,7 @@ with :func:`~.extra_lower.lower`, correct for uneven pieces and any order of pro
     is a local ``scale``/``divide`` by p; other pairs all_reduce, then R->P.
 ``x_s_to_s`` (before ``nd_mesh``)
     Paddle's s_to_s reshapes assume an even split (oracle ``u2_5x7_S0_to_S1``), its all_to_all
-    ascending process ids, and it mixes up the pieces when neither axis is 0.  distc: the
+    ascending process ids, and it mixes up the pieces when 0 < source axis < target axis.  distc: the
     uneven S->R above, then a slice of the new piece.
 ``x_coshard`` (before ``nd_mesh``, always)
     One tensor axis split over several mesh dims (``[Shard(0), Shard(0)]``): Paddle lowers by the

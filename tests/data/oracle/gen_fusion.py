@@ -7,6 +7,7 @@ and `dist.ShardingStage1("dp", mesh)` (Paddle's ShardingOptimizerStage1), in the
 
   s0       dist.shard_optimizer(opt): the plain stage-0 program (distc's input)
   s1       ShardingStage1 without fusion (the unfused ZeRO-1 program, for comparison)
+           (the LLaMA's s0 and s1 are gen_llm.py's, in tests/data/oracle/llm: not made here)
   fuse     enable_tensor_fusion (comm_buffer_size_MB 256: one buffer)
   overlap  + enable_overlap
   release  + release_gradients
@@ -27,7 +28,7 @@ and with FLAGS_enable_moe_utils=true (`s0u`, `s1u`, `s3u`; Paddle then lowers th
 shard-to-shard reshard through all_to_all).
 
 Names as gen_llm.py: GROUP/CASE.VARIANT.rR.SNAPSHOT.ir with SNAPSHOT in before_partition,
-after_reshard, dense, startup_after_remove, startup_final (and startup.before), or
+after_reshard, dense, startup_after_remove, startup_final (and startup.before; MoE: after_remove), or
 GROUP/CASE.VARIANT.rR.error.txt where Paddle fails.
 
 Usage (/tmp/paddle/bin/python):
@@ -80,15 +81,53 @@ def flat(ids):
     return ids
 
 
+# the LLaMA programs without fusion (stage 0: distc's input; stage 1 unfused) are gen_llm.py's
+# (tests/data/oracle/llm: clip/llama_dp2, llama_dp4, llama_dp2mp2), not made again here
+LLAMA_SKIP = ("s0", "s1")
+
+
 def jobs(outdir):
+    """MoE first, then the MLP, then the LLaMA decoder (slowest)."""
     out = []
-    for case, (_, ids, _) in FUSION_CASES.items():
-        for v in FUSION_VARIANTS:
-            out += [("fusion", case, v, r, outdir) for r in flat(ids)]
     for case, (ids, _) in MOE_CASES.items():
         for v in MOE_VARIANTS:
             out += [("moe", case, v, r, outdir) for r in flat(ids)]
+    for model in ("mlp", "llama"):
+        for case, (m, ids, _) in FUSION_CASES.items():
+            for v in FUSION_VARIANTS:
+                if m == model and not (m == "llama" and v in LLAMA_SKIP):
+                    out += [("fusion", case, v, r, outdir) for r in flat(ids)]
     return out
+
+
+def kept(group, case, variant, rank, snap) -> bool:
+    """What is stored (tests/data/oracle/fusion): the MoE programs but the snapshots no test reads
+    (startup.before, after_remove); every fusion file but startup.before."""
+    if snap == "startup.before":
+        return False
+    if group == "moe":
+        return snap != "after_remove"
+    return True
+
+
+def select(src, out):
+    import re
+    import shutil
+    n = 0
+    for g in sorted(os.listdir(src)):
+        for f in sorted(os.listdir(os.path.join(src, g))):
+            m = re.match(r"(\w+)\.(\w+)\.r(\d+)\.([\w.]+)\.(ir|txt)$", f)
+            if m and kept(g, m.group(1), m.group(2), int(m.group(3)), m.group(4)):
+                os.makedirs(os.path.join(out, g), exist_ok=True)
+                shutil.copyfile(os.path.join(src, g, f), os.path.join(out, g, f))
+                n += 1
+    print(f"{n} files selected", flush=True)
+
+
+def done(job) -> bool:
+    group, case, variant, rank, outdir = job
+    base = os.path.join(outdir, group, f"{case}.{variant}.r{rank}")
+    return os.path.exists(base + ".startup_final.ir") or os.path.exists(base + ".error.txt")
 
 
 # ----------------------------------------------------------------------------- capture
@@ -168,7 +207,7 @@ def moe_capture(case, variant, snapshot_cb):
 
         def forward(self, x):
             h = self.gate(x)                                          # [B, S, H]
-            h = paddle.tile(paddle.unsqueeze(h, 1), [1, len(experts), 1, 1])  # [B, E, S, H]
+            h = paddle.concat([paddle.unsqueeze(h, 1)] * len(experts), axis=1)  # [B, E, S, H]
             h = dist.reshard(h, mesh, [Sh(0), Sh(2)])                 # tokens over ep
             h = dist.reshard(h, mesh, [Sh(0), Sh(1)])                 # experts over ep (all-to-all)
             local = dist.auto_parallel.api.moe_sub_mesh_tensors(h, mesh, 1, [Sh(0), Sh(1)])
@@ -220,7 +259,7 @@ def worker(group, case, variant, rank, outdir):
             msg = f"{type(e).__name__}: {msg}"
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
             f.write(msg + "\n")
-    for s in SNAPSHOTS:
+    for s in SNAPSHOTS + (["after_remove"] if group == "moe" else []):  # MoE: share_data_ before dense
         if s in got:
             with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
                 t = got[s]
@@ -256,14 +295,17 @@ def main(argv):
     if argv[:1] == ["--worker"]:
         worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
         return 0
-    if argv[:1] == ["--pack"]:
-        pack(argv[1], argv[2])
+    if argv[:1] == ["--pack"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            select(argv[1], tmp)
+            pack(tmp, argv[2])
         return 0
     if argv[:1] == ["--unpack"]:
         unpack(argv[1], argv[2])
         return 0
     if argv[:1] == ["--out"]:
-        todo = jobs(argv[1])
+        todo = [jb for jb in jobs(argv[1]) if not done(jb)]  # a second run goes on where one stopped
         if len(argv) > 2:
             todo = [jb for jb in todo if any(f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}".startswith(a) for a in argv[2:])]
         with ThreadPoolExecutor(max_workers=j) as ex:
