@@ -27,24 +27,40 @@ def _file(tmp_path, name: str):
     return p
 
 
-@pytest.mark.parametrize("name,kind,where", [
+@pytest.mark.parametrize("name,kind,where,stages", [
     ("clip/llama_dp4.s1.r0.before_partition.ir", STAGE1, ":382:5: error: MAIN already carries ZeRO-1/2: "
      "optimizer state 'linear_14.w_0.dist_moment1_0' is Shard(dim=0) on mesh dim 0 where its parameter "
-     "'linear_14.w_0.dist' is Replicate()"),
+     "'linear_14.w_0.dist' is Replicate()", ["3"]),
     ("clip/llama_dp4.s3.r0.before_partition.ir", STAGE3, ":86:5: error: MAIN already carries ZeRO-3: parameter "
-     "'linear_14.w_0.dist' is Shard(dim=0) on mesh dim 0 and 'pd_op.matmul' (line 212) gathers it before use"),
-    ("clip/llama_dp2mp2.s1.r1.before_partition.ir", STAGE1, "error: MAIN already carries ZeRO-1/2"),
-    ("clip/llama_dp4.s1.r0.after_reshard.ir", LOWERED, "error: MAIN was already partitioned and lowered"),
+     "'linear_14.w_0.dist' is Shard(dim=0) on mesh dim 0 and 'pd_op.matmul' (line 212) gathers it before use",
+     ["1", "2", "3"]),
+    ("clip/llama_dp2mp2.s1.r1.before_partition.ir", STAGE1, "error: MAIN already carries ZeRO-1/2", ["3"]),
+    ("clip/llama_dp4.s1.r0.after_reshard.ir", LOWERED, "error: MAIN was already partitioned and lowered",
+     ["1", "2", "3"]),
 ])
-@pytest.mark.parametrize("stage", ["1", "2", "3"])
-def test_sharded_main_is_an_error(tmp_path, name, kind, where, stage):
+def test_sharded_main_is_an_error(tmp_path, name, kind, where, stages):
     f = _file(tmp_path, name)
     assert zero_found(parse_program(llmdata.text(name))).kind == kind
-    r = run("shard", f, "--stage", stage, "-q")
-    assert r.exit_code == 1 and r.stdout == ""
-    assert f"{f}{where}" in r.stderr if where.startswith(":") else where in r.stderr
-    assert f"--stage {stage} would shard it a second time" in r.stderr
-    assert "\n    ^" in r.stderr and "Traceback" not in r.output  # the line and a caret
+    for stage in stages:
+        r = run("shard", f, "--stage", stage, "-q")
+        assert r.exit_code == 1 and r.stdout == ""
+        assert f"{f}{where}" in r.stderr if where.startswith(":") else where in r.stderr
+        assert f"--stage {stage} would shard it a second time" in r.stderr
+        assert "\n    ^" in r.stderr and "Traceback" not in r.output  # the line and a caret
+
+
+@pytest.mark.parametrize("case,rank", [("llama_dp4", 1), ("llama_dp2mp2", 1)])
+@pytest.mark.parametrize("stage", ["1", "2"])
+def test_stage1_again_keeps_it_with_a_warning(tmp_path, case, rank, stage):
+    """--stage 1/2 on Paddle's own stage-1 program: the states are already sharded; distc says so
+    and keeps them (nothing sharded twice): Paddle's program after reshard."""
+    f = _file(tmp_path, f"clip/{case}.s1.r{rank}.before_partition.ir")
+    out = tmp_path / "out.ir"
+    r = run("shard", f, "--stage", stage, "--rank", rank, "-q", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert f"warning: MAIN already carries ZeRO-1/2" in r.stderr and f"--stage {stage} keeps that sharding" in r.stderr
+    golden = _file(tmp_path, f"clip/{case}.s1.r{rank}.after_reshard.ir")
+    assert run("diff", golden, out, "--no-summary").exit_code == 0
 
 
 @pytest.mark.parametrize("case,stage", [("llama_dp4", "s1"), ("llama_dp4", "s3"), ("llama_dp2mp2", "s1")])
@@ -104,3 +120,17 @@ def test_every_llm_program_is_found_as_what_it_is():
 
 def test_fused_kind_name():
     assert FUSED.startswith("fused ZeRO-1")
+
+
+def test_diff_maps_kwargs_by_name():
+    """``distc diff`` pairs ``%kwarg_NAME`` block arguments by name (fused ZeRO programs use them):
+    a program equals itself, and a kwarg operand swapped for another is a change."""
+    from distc.analysis.diff.compare import diff_programs
+
+    fused = ("{\n    ^kw:\n        %kwarg_a {persistable:true}\n        %kwarg_b {persistable:true}\n"
+             '    (%0) = "pd_op.relu" (%kwarg_a) {} : (tensor<4xf32>) -> tensor<4xf32>\n'
+             '    (%1) = "pd_op.relu" (%kwarg_b) {} : (tensor<4xf32>) -> tensor<4xf32>\n}\n')
+    a, b = parse_program(fused), parse_program(fused)
+    assert not diff_programs(a, b).diffs
+    c = parse_program(fused.replace('(%kwarg_a) {}', '(%kwarg_b) {}', 1))
+    assert len(diff_programs(a, c).diffs) == 1

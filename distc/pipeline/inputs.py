@@ -9,9 +9,10 @@ success ("saving 0 bytes", exit 0).
 * ``--startup`` must initialise the optimizer states MAIN reads: none of them -> an error (it is
   e.g. Paddle's ``startup.before`` dump, taken before the optimizer created its states; the input
   is ``startup_after_remove``); some of them -> a warning naming the missing ones.
-* MAIN must not already carry ZeRO (fused or not, see :mod:`..analysis.zero_found`): at stages 1-3
-  an error naming what was found (sharding it again would slice sliced states), at stage 0 a
-  warning (the program is lowered as it is).
+* MAIN must not already carry ZeRO (fused or not, see :mod:`..analysis.zero_found`): an error
+  naming what was found (sharding it again would slice sliced states), a warning where the
+  sharding asked for keeps the program's (stage 0: lowered as it is; unfused ZeRO-1/2 at stage 1
+  or 2: the states are already sharded, the result is Paddle's program).
 * ZeRO (stage 1 to 3) over a mesh dim of one rank shards nothing: a warning (Paddle's program is
   still printed: it annotates the states ``Shard`` on that dim all the same).
 """
@@ -86,7 +87,7 @@ def check_main(prog: Program, path: str, stage: int, warn) -> None:
 def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | None = None) -> None:
     """A MAIN that already carries ZeRO: an error at stages 1-3 (``asked``: the option that asks
     for sharding, default ``--stage N``), a warning at stage 0."""
-    from ..analysis.zero_found import FUSED, zero_found
+    from ..analysis.zero_found import FUSED, STAGE1, zero_found
 
     found = zero_found(prog)
     if found is None:
@@ -94,6 +95,12 @@ def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | N
     asked = asked or f"--stage {stage}"
     per_rank = (" Paddle writes fused ZeRO into each rank's program before partition: this is one rank's."
                 if found.kind == FUSED else "")
+    if found.kind == STAGE1 and stage in (1, 2) and asked.startswith("--stage"):
+        # sharding states that are already sharded keeps them as they are (Paddle's own stage-1
+        # program comes out as Paddle lowers it): say so, nothing is sharded twice
+        warn(_at(found.op, f"{found.head()}; {asked} keeps that sharding (nothing is sharded twice) and "
+                           f"lowers the program as Paddle does", path, "warning").render())
+        return
     if stage >= 1:
         msg = (f"{found.head()}; {asked} would shard it a second time. "
                f"MAIN is the stage-0 program (Paddle's dump with dist.shard_optimizer(opt): no shard function, "

@@ -160,6 +160,7 @@ def diff_programs(a: Program, b: Program, *, exact_rings: bool = False,
     pairs = _pair_gaps(fa, fb, align(ka, kb))
     check_rings = not exact_rings and RING not in ignored
     vmap: dict[int, Value] = {}
+    _map_block_args(a, b, vmap)
     paired_a = {id(fa[i][0]) for i, _ in pairs}
     paired_b = {id(fb[j][0]) for _, j in pairs}
     for i, j in pairs:
@@ -179,6 +180,17 @@ def diff_programs(a: Program, b: Program, *, exact_rings: bool = False,
     diffs.extend(OpDiff("removed", fa[k][0], None) for k in range(pi, len(fa)))
     diffs.extend(OpDiff("added", None, fb[k][0]) for k in range(pj, len(fb)))
     return DiffResult(a, b, diffs, rings, len(fa), len(fb), exact_rings, ignored)
+
+
+def _map_block_args(a: Program, b: Program, vmap: dict[int, Value]) -> None:
+    """The top blocks' arguments: plain ones by position, keyword ones (``%kwarg_NAME``) by name."""
+    kb = {x.keyword: x for x in b.block.args if x.keyword is not None}
+    plain_b = [x for x in b.block.args if x.keyword is None]
+    for x, y in zip([x for x in a.block.args if x.keyword is None], plain_b):
+        vmap[id(x)] = y
+    for x in a.block.args:
+        if x.keyword is not None and x.keyword in kb:
+            vmap[id(x)] = kb[x.keyword]
 
 
 def _map_values(oa: Operation, ob: Operation, vmap: dict[int, Value]) -> None:
