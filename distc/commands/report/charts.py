@@ -120,7 +120,8 @@ def rank_groups(ranks: list[int], key, many: int = PER_RANK_BARS) -> list[list[i
 
 
 def memory_chart(chart_id: str, memory: dict[int, dict[str, int]], title: str, y_max: int | None = None,
-                 stage: int | None = None, width: int = 640, height: int = 300, legend: bool = True) -> str:
+                 stage: int | None = None, width: int = 640, height: int = 300, legend: bool = True,
+                 x_title: str | None = None) -> str:
     """Per-rank memory as stacked bars, one bar a rank (over 16 ranks: one bar for the ranks alike,
     ``data-rank`` then names them, e.g. ``0-255``), one segment a part (parameters, gradients,
     optimizer states, activations); ``y_max`` gives several charts one scale."""
@@ -134,7 +135,8 @@ def memory_chart(chart_id: str, memory: dict[int, dict[str, int]], title: str, y
     top = y_max or _axis_max([sum(memory[r].get(k, 0) for k, _ in parts) for r in ranks])
     chart = _Chart("StackedBar", chart_id, tuple(PART_COLORS[k] for k, _ in parts), title=title,
                    width=width, height=height, range=(0, top), value_formatter=human, show_legend=legend,
-                   max_scale=6, x_labels=[axis_label(g, n) for g, n in zip(groups, names)],
+                   max_scale=6, x_title=x_title,
+                   x_labels=[n if x_title else axis_label(g, n) for g, n in zip(groups, names)],
                    x_label_rotation=-40 if len(groups) > 8 else 0, show_minor_x_labels=len(groups) <= 32)
     extra = {"stage": stage} if stage is not None else {}
     for k, label in parts:
@@ -149,7 +151,7 @@ def stage_charts(stages: dict[int, dict[int, dict[str, int]]], chosen: int) -> l
     """Stages 0-3 side by side on one scale: ``[(stage, svg)]``."""
     top = _axis_max([sum(v for k, v in m.items() if k in PART_COLORS) for per in stages.values() for m in per.values()])
     return [(s, memory_chart(f"stage-{s}", per, f"ZeRO stage {s}" + (" (chosen)" if s == chosen else ""),
-                             y_max=top, stage=s, width=300, height=240, legend=False))
+                             y_max=top, stage=s, width=300, height=250, legend=False, x_title="rank"))
             for s, per in sorted(stages.items())]
 
 
