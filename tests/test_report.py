@@ -341,3 +341,21 @@ def test_schedule_file_forms(tmp_path):
     bad.write_text(json.dumps({"x": {"0": [["forward", 0, 2.0, 1.0]]}}))
     with pytest.raises(Exception, match="rank 0: job forward 0 ends before it starts"):
         read_schedules(str(bad))
+
+
+def test_pipeline_stages_send_to_their_peers(tmp_path):
+    """Paddle's pp2 x dp2 LLaMA (stage meshes [0,1] and [2,3]): the activations cross stages by
+    send/recv, so rank 0 sends to rank 2 and rank 2 to rank 0 (each send to its peer), never to
+    rank 3; each row adds up to what distc shard --all-ranks says the rank sends."""
+    from llmdata import PP, text
+
+    main = tmp_path / "pp.ir"
+    main.write_text(text("clip/llama_pp2dp2.s0.r0.before_partition.ir", PP))
+    doc = last_json(cli("report", main, "-o", tmp_path / "pp.html", "--json"))
+    shard = last_json(cli("shard", main, "--all-ranks", "-o", tmp_path / "r{rank}.ir", "--json"))
+    for r, x in doc["ranks"].items():
+        assert sum(x["sent_to"].values()) == x["bytes_sent"] == shard["ranks"][r]["bytes_sent"]
+    to = {r: set(x["sent_to"]) for r, x in doc["ranks"].items()}
+    assert to == {"0": {"1", "2"}, "1": {"0", "3"}, "2": {"0", "3"}, "3": {"1", "2"}}
+    sends = {tuple(g["group"]) for g in doc["groups"] if g["kind"] == "send"}
+    assert sends and all(len(g) == 2 for g in sends)
