@@ -64,6 +64,13 @@ def build(case: str, mode: str, acc: int, stage: str, rank: int, src: str, from_
 
 
 GROUPS = S.groups()
+# Known differences, pinned (each must still differ, so that a fix shows): on pp2 x dp2 x mp2 at ZeRO
+# stage 1 under VPP, Paddle's own stage-1 program already holds the backward reshards of the
+# RMSNorm weights' gradients (Paddle's params_grads then point at their results); distc's
+# gradient merge takes the backward op's output as the gradient there, as it must for reshards the
+# partition inserts.
+KNOWN_DIFF = {("llama_pp2dp2mp2", "VPP", 4, "s1"): {"dist_final.ir", "dense.ir", "job.backward0.ir",
+                                                      "job.optimizer.ir", "startup_final.ir"}}
 
 
 def test_sched_data_complete():
@@ -87,4 +94,29 @@ def test_sched_parity(case, mode, acc, stage, ranks):
                 continue
             if canon(text) != canon(S.text(base + snap)):
                 bad.append(f"r{rank} {snap}")
-    assert not bad
+    known = KNOWN_DIFF.get((case, mode, acc, stage), set())
+    if known:
+        assert {b.split()[1] for b in bad} == known, bad
+    else:
+        assert not bad
+
+
+def test_paddle_refuses_eager_and_zero_bubble():
+    refused = S.refusals()
+    for mode in ("Eager1F1B", "ZBH1"):
+        msg = refused[S.base("llama_pp2dp2", mode, 4, "s0", 0)[:-1]]
+        assert "pipeline scheduler only support FThenB, 1F1B and VPP now" in msg and mode in msg
+
+
+def test_kwarg_order_is_libstdcxx_unordered_map():
+    """std::hash<std::string> and the prime rehash policy, against a job program of Paddle's."""
+    from distc.dialects.pir_kwargs import cloned, inserted, std_hash
+
+    assert std_hash("") == 6142509188972423790  # libstdc++ x86-64: std::hash<std::string>{}("")
+    base = S.base("llama_pp2dp2", "1F1B", 4, "s0", 0)
+    import re
+    order = lambda snap: re.findall(r"^        %kwarg_(\S+)", S.text(base + snap), re.M)  # noqa: E731
+    made = re.findall(r'output_name:"([^"]*@GRAD@MERGE)"', S.text(base + "startup_final.ir"))
+    assert inserted(made) == order("dist_final.ir")
+    assert cloned(order("dist_final.ir")) == order("dense.ir")
+    assert cloned(order("dense.ir")) == order("job.forward.ir")

@@ -15,6 +15,8 @@ PASS_MODULES = [
     "distc.passes.gradient_merge",
     "distc.passes.pipeline_fthenb",
     "distc.passes.pipeline_1f1b",
+    "distc.passes.check_chunk_id",
+    "distc.passes.pipeline_vpp",
 ]
 
 

@@ -69,12 +69,25 @@ def params_grads(prog: Program) -> list[tuple[str, Value]]:
             continue
         name = _param_name(op.operand(0))
         g = op.operand(i)
-        while g is not None and g.owner is not None and role(g.owner) != BACKWARD and g.owner.num_operands:
+        while g is not None and g.owner is not None and g.owner.num_operands and \
+                (role(g.owner) != BACKWARD or _reshard_made(g.owner)):
             g = g.owner.operand(0)
         if name is None or g is None or g.owner is None or role(g.owner) != BACKWARD:
             continue
         out.append((name, g))
     return out
+
+
+_HELPERS = {ops.SPLIT, ops.SPLIT_WITH_NUM, ops.CONCAT, ops.COMBINE, ops.BUILTIN_SPLIT, ops.BUILTIN_SLICE, ops.SLICE,
+            ops.TRANSPOSE, ops.RESHAPE}
+
+
+def _reshard_made(op: Operation) -> bool:
+    """An op the reshard lowering puts after a gradient (a collective, or its split/concat/slice
+    helpers): not the op that makes the gradient (Paddle's ``params_grads`` are from before it)."""
+    from ..dialects.collectives import collective_kind
+
+    return collective_kind(op.name) is not None or op.name in _HELPERS
 
 
 def _plain(d: TensorDistAttr) -> TensorDistAttr:
@@ -182,8 +195,8 @@ def _reset(prog: Program, mk: Maker, mv: MergeVar) -> None:
                  "stop_gradient": mk.bools([True]), "value": A.ArrayAttr(())}
         arrays.append(_insert(at, ops.FULL_INT_ARRAY, [], [_dist_value(mk, mesh, [0], "i64")], attrs).result)
     rep = mk.tensor_dist(mesh, [-1])
-    plain = _plain(d)
-    od = OperationDistAttr(mesh, (plain, rep, rep, rep, rep), (plain,), _chunk(mv.grad))
+    plain = mk.tensor_dist(mesh, [-1] * len(d.dims_mapping))  # (its SPMD rule replicates everything)
+    od = OperationDistAttr(mesh, (plain, rep, rep, rep, rep), (plain,), -1)
     t = mv.acc.type
     _insert(at, "pd_op.set_value_with_tensor_", [mv.acc, z] + arrays,
             [DistTensorType(t.shape, t.dtype, plain)], {  # type: ignore[union-attr]

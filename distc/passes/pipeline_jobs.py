@@ -127,6 +127,7 @@ class Splitter:
     events: bool = False  # 1F1B/VPP: record/wait events backward -> send_backward, recv_forward -> forward
     plain_names: Callable[[str], bool] = lambda t: False  # types whose crossing values are always var_*
     later: Callable[[str], list[str]] | None = None
+    save_if: Callable[[str], bool] | None = None  # VPP: save a named value only if its name has "var_"
 
     def run(self) -> dict[str, Program]:
         complete = self.dense.ops
@@ -172,6 +173,9 @@ class Splitter:
             name = _value_name(op, ri) if op.name in (ops.DATA, ops.PARAMETER) else _shadow_name(complete[idx].results[ri])
         if name is None:
             name = f"var_{idx}_{complete[idx].name}_{ri}"
+            if self.save_if is None:
+                save_value(op, ri, name)
+        if self.save_if is not None and self.save_if(name):
             save_value(op, ri, name)
         return name
 

@@ -10,6 +10,9 @@ in neither mesh also gets the placeholder.
 
 from __future__ import annotations
 
+from ...dialects import ops
+from ..sharding_util import chunk_id_of
+
 from .extra_plan import piece_shape
 from .registry import ReshardFunction, reshard_function
 
@@ -39,12 +42,11 @@ class SameStatus(ReshardFunction):
         for s, d in pairs:
             if s == me:
                 op = ctx.api.send_v2(value, [s, d], [s, d].index(d))
-                ctx.api.set_dist(op, ctx.api.op_attr(src.mesh, [src], [], ctx.api.chunk_id(value)))
+                ctx.api.set_dist(op, ctx.api.op_attr(src.mesh, [src], [], send_chunk(value)))
                 break
             if d == me:
-                # Paddle takes chunk_id from users of the value on the destination mesh: -1 here
                 out = ctx.api.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
-                ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [], [dst], -1))
+                ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [], [dst], recv_chunk(value, dst.mesh)))
                 return out
         return ctx.api.reshard(value, dst, dst_type)
 
@@ -68,16 +70,65 @@ class SameStatus(ReshardFunction):
                 out = value
             elif s == me:
                 op = ctx.api.send_v2(value, [s, d], [s, d].index(d))
-                ctx.api.set_dist(op, ctx.api.op_attr(src.mesh, [src], [], ctx.api.chunk_id(value)))
+                ctx.api.set_dist(op, ctx.api.op_attr(src.mesh, [src], [], send_chunk(value)))
             elif d == me:
                 out = ctx.api.recv_v2(_recv_shape(ctx, dst, dst_type), dst_type.dtype, [s, d], [s, d].index(s), dst_type)
-                ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [], [dst], -1))
+                ctx.api.set_dist(out, ctx.api.op_attr(dst.mesh, [], [dst], recv_chunk(value, dst.mesh)))
         ctx.fix(f"same_status: rank {me} is in both meshes {list(src.mesh.process_ids)} and "
                 f"{list(dst.mesh.process_ids)}: it sends and receives in pair order (Paddle 3.3.1 stops "
                 "after its first role, which deadlocks)")
         if out is value:
             return ctx.api.reshard(value, dst, dst_type)
         return out
+
+
+def send_chunk(value) -> int:
+    """Paddle's chunk id for the send: its producer's; for ``add_n(combine(...))`` (a backward sum)
+    the chunk of the combined values' producers, which the add_n is given too (VPP)."""
+    p = value.owner
+    if p is None:
+        return -1
+    c = p.operand(0) if p.name == "pd_op.add_n" and p.num_operands else None
+    comb = c.owner if c is not None else None
+    if comb is not None and comb.name == ops.COMBINE:
+        ids = [chunk_id_of(v.owner) if v is not None and v.owner is not None else -1 for v in comb.operands]
+        if ids and all(i == ids[0] for i in ids) and p.dist_attr is not None:
+            if p.dist_attr.chunk_id is not None and p.dist_attr.chunk_id != ids[0]:
+                p.dist_attr = p.dist_attr.with_(chunk_id=ids[0])
+            return ids[0]
+    return chunk_id_of(p)
+
+
+def recv_chunk(value, mesh) -> int:
+    """Paddle's chunk id for the receive: from the users of the reshard on ``mesh`` onwards, the
+    first op with a chunk id (``find_var_used_op_chunk_id``)."""
+    chunk = -1
+    for u in value.users:
+        r = u.results[0] if u.results else None
+        d = r.dist_attr if r is not None else None
+        if d is not None and d.mesh == mesh:
+            chunk = _used_chunk(r)
+    return chunk
+
+
+def _used_chunk(v) -> int:
+    seen: set[int] = set()
+
+    def dfs(x) -> int:
+        for op in x.users:
+            if id(op) in seen:
+                return -1
+            seen.add(id(op))
+            c = chunk_id_of(op)
+            if op.dist_attr is not None and c != -1:
+                return c
+            for r in op.results:
+                c = dfs(r)
+                if c != -1:
+                    return c
+        return -1
+
+    return dfs(v)
 
 
 def _recv_shape(ctx, dst, dst_type) -> tuple[int, ...]:

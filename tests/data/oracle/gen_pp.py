@@ -246,8 +246,13 @@ def run_worker(job):
     os.makedirs(os.path.join(outdir, config), exist_ok=True)
     env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=world,
                GLOG_minloglevel="2")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage, str(rank),
-                        outdir] + extra, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    err = os.path.join(outdir, config, f"{name}.{stage}.r{rank}.error.txt")
+    for attempt in range(3):  # dy2static's temporary module files can clash between parallel processes
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage, str(rank),
+                            outdir] + extra, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if attempt == 2 or not (os.path.exists(err) and "transformed from AST" in open(err, encoding="utf-8").read()):
+            break
+        os.remove(err)
     tag = f"{config}/{name}.{stage}.r{rank}"
     if p.returncode != 0:
         print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
