@@ -17,7 +17,7 @@ import scheddata as S
 from distc.passes import load_passes
 from distc.passes.base import REGISTRY, PassContext, PassManager
 from distc.passes.gradient_merge import zero_accumulators
-from distc.passes.pipeline_schedule import schedule_passes, stage_of
+from distc.passes.pipeline_schedule import build_schedule
 from distc.passes.shard_startup import persistable_layouts, persistable_ranks, shard_startup
 from test_shard_passes import canon
 
@@ -38,27 +38,21 @@ def main_input(case: str, mode: str, acc: int, stage: str) -> tuple[str, bool]:
 
 def build(case: str, mode: str, acc: int, stage: str, rank: int, src: str, from_s0: bool) -> dict[str, str]:
     prog = distc.parse(S.text(src), src)
-    ctx = PassContext()
     if stage == "s1" and from_s0:
         PassManager([REGISTRY["shard-optimizer"](stage=1, axis="", mesh_dims=S.MESH_DIMS[case], amp=False)],
-                    verify_each=False).run(prog, ctx)
+                    verify_each=False).run(prog, PassContext())
     out = {"before_partition.ir": str(prog)}
     layouts, params, owners = persistable_layouts(prog), persistable_layouts(prog, params=True), persistable_ranks(prog)
-    pp_stage, pp_degree = stage_of(prog, rank)
-    dist, dense = schedule_passes(mode, acc, rank, pp_stage, pp_degree)
-    PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=rank), REGISTRY["remove-other-rank"](rank=rank)]
-                + dist, verify_each=False).run(prog, ctx)
-    out["dist_final.ir"] = str(prog)
-    PassManager(dense, verify_each=False).run(prog, ctx)
-    out["dense.ir"] = str(prog)
-    plan = ctx.stats.job_plan
-    out["jobs.txt"] = plan.job_list_text()
-    for t, p in plan.programs.items():
+    rs = build_schedule(prog, rank, mode, acc, paddle=True)  # Paddle's gradient merge, as it is
+    out["dist_final.ir"] = rs.dist_text
+    out["dense.ir"] = str(rs.dense)
+    out["jobs.txt"] = rs.plan.job_list_text()
+    for t, p in rs.plan.programs.items():
         out[f"job.{t}.ir"] = str(p)
     sname = S.base(case, mode, acc, stage, rank) + "startup_after_remove.ir"
     sprog = distc.parse(S.text(sname), sname)
     shard_startup(sprog, layouts, rank, PassContext(), params=params, owners=owners)
-    zero_accumulators(sprog, ctx.stats.merged_grads)
+    zero_accumulators(sprog, rs.ctx.stats.merged_grads)
     out["startup_final.ir"] = str(sprog)
     return out
 

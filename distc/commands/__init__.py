@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("reshard", "shard", "verify", "diff", "report", "capture")  # command name = module name
+NAMES = ("reshard", "shard", "verify", "diff", "report", "capture", "schedule")  # command name = module name
 ELSEWHERE = {"capture": "distc.capture.command"}  # commands whose module is not in this package
 
 

@@ -17,6 +17,7 @@ PASS_MODULES = [
     "distc.passes.pipeline_1f1b",
     "distc.passes.check_chunk_id",
     "distc.passes.pipeline_vpp",
+    "distc.passes.pipeline_zero_bubble",
 ]
 
 

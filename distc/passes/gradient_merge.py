@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dialects import ops
+from ..dialects.grads import grad_operand as _grad_operand, params_grads, role
 from ..dialects.pir_kwargs import inserted
 from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
@@ -32,62 +33,6 @@ from ..ir.types import DTYPE_SUFFIX_TO_NAME, DistTensorType
 from .base import ModulePass, PassContext, register
 
 OPTIMIZE, BACKWARD = 2, 1
-
-
-def role(op: Operation | None) -> int | None:
-    a = op.attr("op_role") if op is not None else None
-    return a.value if isinstance(a, A.IntAttr) else None
-
-
-def _grad_operand(op: Operation) -> int | None:
-    """Where Paddle's ``_append_scale_op_after_comm`` finds the gradient of an update."""
-    if "adam" in op.name:
-        return 1
-    if "sgd" in op.name:
-        return 2
-    return None
-
-
-def _param_name(v: Value | None) -> str | None:
-    seen = 0
-    while v is not None and v.owner is not None and seen < 64:
-        op = v.owner
-        if op.name == ops.PARAMETER:
-            a = op.attr("parameter_name")
-            return a.value if isinstance(a, A.StrAttr) else None
-        v = op.operand(0) if op.num_operands else None
-        seen += 1
-    return None
-
-
-def params_grads(prog: Program) -> list[tuple[str, Value]]:
-    """(parameter name, its gradient value) for each update, in the updates' order."""
-    out = []
-    for op in prog.block.ops:
-        i = _grad_operand(op)
-        if i is None or role(op) != OPTIMIZE or op.num_operands <= i:
-            continue
-        name = _param_name(op.operand(0))
-        g = op.operand(i)
-        while g is not None and g.owner is not None and g.owner.num_operands and \
-                (role(g.owner) != BACKWARD or _reshard_made(g.owner)):
-            g = g.owner.operand(0)
-        if name is None or g is None or g.owner is None or role(g.owner) != BACKWARD:
-            continue
-        out.append((name, g))
-    return out
-
-
-_HELPERS = {ops.SPLIT, ops.SPLIT_WITH_NUM, ops.CONCAT, ops.COMBINE, ops.BUILTIN_SPLIT, ops.BUILTIN_SLICE, ops.SLICE,
-            ops.TRANSPOSE, ops.RESHAPE}
-
-
-def _reshard_made(op: Operation) -> bool:
-    """An op the reshard lowering puts after a gradient (a collective, or its split/concat/slice
-    helpers): not the op that makes the gradient (Paddle's ``params_grads`` are from before it)."""
-    from ..dialects.collectives import collective_kind
-
-    return collective_kind(op.name) is not None or op.name in _HELPERS
 
 
 def _plain(d: TensorDistAttr) -> TensorDistAttr:
@@ -209,8 +154,35 @@ def _chunk(v: Value) -> int | None:
     return d.chunk_id if d is not None else -1
 
 
-def merge_gradients(prog: Program, k_steps: int, avg: bool = True) -> list[MergeVar]:
-    """The pass on ``prog`` (a rank's dist program); returns the accumulators made."""
+def has_global_clip(prog: Program) -> bool:
+    """Whether the update reads a norm of the gradients (a global-norm clip)."""
+    return any(op.name in ("pd_op.squared_l2_norm", "pd_op.clip_by_norm") for op in prog.block.ops)
+
+
+def _scale_accumulators(prog: Program, mk: Maker, made: list[MergeVar], k: int) -> None:
+    """The mean instead of the sum wherever the optimizer section reads an accumulator:
+    ``scale_(acc, 1/K)`` right before its first optimizer-role user, read by all of them."""
+    pos = {id(op): i for i, op in enumerate(prog.block.ops)}
+    for mv in made:
+        d = mv.acc.dist_attr
+        assert d is not None
+        users = [u for u in mv.acc.users if role(u) == OPTIMIZE]
+        if not users:
+            continue
+        at = InsertPoint.before(min(users, key=lambda u: pos[id(u)]))
+        s = _full(at, mk, d.mesh, 1.0 / k, "Place(cpu)")
+        od = OperationDistAttr(d.mesh, (d, s.dist_attr), (d,), -1)  # type: ignore[arg-type]
+        ids = {id(u) for u in users}
+        scaled = _insert(at, "pd_op.scale_", [mv.acc, s], [mv.acc.type], {
+            "bias": mk.f32(0.0), "bias_after_scale": A.BoolAttr(False), "op_dist_attr": od,
+            "op_role": A.IntAttr(OPTIMIZE), "stop_gradient": mk.bools([False])}).result
+        mv.acc.replace_all_uses_with(scaled, where=lambda u: id(u) in ids)
+
+
+def merge_gradients(prog: Program, k_steps: int, avg: bool = True, paddle: bool = True) -> list[MergeVar]:
+    """The pass on ``prog`` (a rank's dist program); returns the accumulators made.  ``paddle``:
+    average as Paddle 3.3.1 does, at each update (after a global-norm clip of the sum); else,
+    where a global-norm clip reads the gradients, average the accumulators before it."""
     mk = Maker(prog.style)
     block = prog.block
     made: list[MergeVar] = []
@@ -237,7 +209,10 @@ def merge_gradients(prog: Program, k_steps: int, avg: bool = True) -> list[Merge
         grad.replace_all_uses_with(acc, where=lambda u: id(u) in opt_users)
         made.append(MergeVar(param, grad, acc))
     if avg and made:
-        _scale_updates(prog, mk, k_steps)
+        if paddle or not has_global_clip(prog):
+            _scale_updates(prog, mk, k_steps)
+        else:
+            _scale_accumulators(prog, mk, made, k_steps)
     for mv in made:
         _reset(prog, mk, mv)
     order = inserted([a.keyword for a in block.args if a.keyword is not None])
@@ -257,16 +232,26 @@ class GradientMergePass(ModulePass):
 
     k_steps: int = 1
     avg: bool = True
+    paddle: bool = False  # Paddle 3.3.1's averaging after a global-norm clip of the sum
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
         if self.k_steps < 1:
             from ..syntax.diagnostics import DiagnosticError
 
             raise DiagnosticError(f"gradient-merge: k_steps must be 1 or more, not {self.k_steps}")
-        made = merge_gradients(prog, self.k_steps, self.avg)
+        clip = has_global_clip(prog)
+        made = merge_gradients(prog, self.k_steps, self.avg, self.paddle)
         ctx.stats.merged_grads = [(m.name, m.acc.type) for m in made]
         ctx.notes.append(f"gradient-merge: {len(made)} gradient(s) accumulated over {self.k_steps} micro-batches"
                          + (", averaged" if self.avg else ""))
+        if self.avg and clip and made:
+            ctx.notes.append(
+                "gradient-merge: " + ("as Paddle 3.3.1: the global-norm clip sees the sum of the micro-batch "
+                                      "gradients, the update a K-th of the clipped sum (a step unlike the global "
+                                      "batch's whenever the clip acts)" if self.paddle else
+                                      "the accumulated gradients are averaged before the global-norm clip, so the "
+                                      "step is the global batch's (Paddle 3.3.1 clips their sum, then averages; "
+                                      "paddle=true gives its program)"))
 
 
 def zero_accumulators(startup: Program, merged: list[tuple[str, object]]) -> None:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from ..ir.core import Operation, Program
 from ..syntax.diagnostics import DiagnosticError
-from .base import ModulePass, PassContext, register
-from .pipeline_jobs import RECV, SEND, JobPlan, Splitter, forward_complete_op_role, overlap_send_recv, role
+from .base import register
+from .pipeline_jobs import RECV, SEND, Splitter, StagedScheduler, forward_complete_op_role, overlap_send_recv, role
 
 RECV_FORWARD, FORWARD, BACKWARD, SEND_BACKWARD, OPT = "recv_forward", "forward", "backward", "send_backward", \
     "optimizer"
@@ -60,16 +60,13 @@ def jobs_1f1b(n: int, pp_degree: int, pp_stage: int) -> list[tuple[str, int]]:
 
 @register
 @dataclass
-class Pipeline1F1BPass(ModulePass):
+class Pipeline1F1BPass(StagedScheduler):
     name = "pipeline-1f1b"
     description = "1F1B schedule: recv_forward, forward, backward, send_backward, optimizer job programs"
+    schedule = "1F1B"
 
-    micro_batches: int = 1
-    pp_degree: int = 1
-    pp_stage: int = 0
+    def job_list(self) -> list[tuple[str, int]]:
+        return jobs_1f1b(self.micro_batches, self.pp_degree, self.pp_stage)
 
-    def apply(self, prog: Program, ctx: PassContext) -> None:
-        jobs = jobs_1f1b(self.micro_batches, self.pp_degree, self.pp_stage)
-        plan = JobPlan("1F1B", split_1f1b(prog), jobs)
-        ctx.stats.job_plan = plan
-        ctx.notes.append(f"pipeline-1f1b: stage {self.pp_stage} of {self.pp_degree}: {len(jobs)} jobs")
+    def split(self, prog: Program) -> dict[str, Program]:
+        return split_1f1b(prog)

@@ -14,7 +14,7 @@ which the producing job then saves with a ``builtin.shadow_output``). Jobs run i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 from ..dialects import ops
 from ..dialects.pir_kwargs import UnorderedMapOrder, as_cloned, inserted
@@ -22,6 +22,7 @@ from ..ir import attrs as A
 from ..ir.builder import InsertPoint
 from ..ir.core import Operation, Program, Value
 from ..syntax.diagnostics import DiagnosticError
+from .base import ModulePass, PassContext
 from .sharding_util import persistable
 
 SEND, RECV = "pd_op.send_v2", "pd_op.recv_v2"
@@ -208,3 +209,27 @@ def region_assigner(names: dict[int, str]) -> Callable[[int, Operation], str]:
         return state["region"]
 
     return assign
+
+
+@dataclass
+class StagedScheduler(ModulePass):
+    """A scheduler whose job list depends on the rank's stage: ``job_list()`` and ``split(prog)``
+    make the plan (``ctx.stats.job_plan``)."""
+
+    schedule: ClassVar[str] = ""
+
+    micro_batches: int = 1
+    pp_degree: int = 1
+    pp_stage: int = 0
+
+    def job_list(self) -> list[tuple[str, int]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def split(self, prog: Program) -> dict[str, Program]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:
+        jobs = self.job_list()
+        ctx.stats.job_plan = JobPlan(self.schedule, self.split(prog), jobs)
+        ctx.notes.append(f"{self.name}: stage {self.pp_stage} of {self.pp_degree}: {len(jobs)} jobs of "
+                         f"{len(ctx.stats.job_plan.programs)} job programs")

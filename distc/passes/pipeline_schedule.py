@@ -11,11 +11,14 @@ ordered by their first process id) and so a rank's stage, as Paddle's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..dialects import ops
 from ..ir.core import Program
 from ..ir.dist import ProcessMesh
 from ..syntax.diagnostics import DiagnosticError
-from .base import REGISTRY, ModulePass
+from .base import REGISTRY, ModulePass, PassContext, PassManager
+from .pipeline_jobs import JobPlan
 
 MODES = ("FThenB", "1F1B", "VPP", "Eager1F1B", "ZBH1", "GM")
 PADDLE_MODES = ("FThenB", "1F1B", "VPP")  # what Paddle 3.3.1's pipeline_pass accepts
@@ -42,11 +45,12 @@ def stage_of(prog: Program, rank: int) -> tuple[int, int]:
 
 
 def schedule_passes(mode: str, micro_batches: int, rank: int, pp_stage: int, pp_degree: int,
-                    vpp_degree: int = 2) -> tuple[list[ModulePass], list[ModulePass]]:
-    """(passes on the rank's dist program, passes on its dense program) after remove-other-rank."""
+                    vpp_degree: int = 2, paddle: bool = False) -> tuple[list[ModulePass], list[ModulePass]]:
+    """(passes on the rank's dist program, passes on its dense program) after remove-other-rank.
+    ``paddle``: Paddle's gradient merge as it is (see ``gradient-merge``)."""
     if mode not in MODES:
         raise DiagnosticError(f"unknown pipeline schedule {mode!r} (known: {', '.join(MODES)})")
-    dist: list[ModulePass] = [REGISTRY["gradient-merge"](k_steps=micro_batches)]  # type: ignore[call-arg]
+    dist: list[ModulePass] = [REGISTRY["gradient-merge"](k_steps=micro_batches, paddle=paddle)]  # type: ignore[call-arg]
     if mode == "VPP" and "check-chunk-id" in REGISTRY:
         dist.append(REGISTRY["check-chunk-id"]())
     dense: list[ModulePass] = [REGISTRY["dist-to-dense"](rank=rank)]  # type: ignore[call-arg]
@@ -64,3 +68,54 @@ def schedule_passes(mode: str, micro_batches: int, rank: int, pp_stage: int, pp_
             kw["vpp_degree"] = vpp_degree
         dense.append(REGISTRY[name](**kw))  # type: ignore[call-arg]
     return dist, dense
+
+
+@dataclass
+class RankSchedule:
+    """One rank's schedule: its dist program after gradient merge (Paddle's final dist program),
+    its dense program, the job plan, and what a whole-step proof needs of the build."""
+
+    rank: int
+    dist_text: str
+    dense: Program
+    plan: JobPlan
+    ctx: PassContext
+    layouts: dict  # name -> TensorDistAttr of each data/parameter in the rank's dist program
+
+
+def build_schedule(prog: Program, rank: int, mode: str, micro_batches: int, *, vpp_degree: int = 2,
+                   paddle: bool = False, keep_dist_text: bool = True) -> RankSchedule:
+    """``prog`` (the global program, optimizer annotated; changed in place: pass a clone) through
+    partition, reshard, remove-other-rank, gradient merge, dist-to-dense and the scheduler."""
+    from ..analysis.simulate.step import input_name
+    from ..ir.types import DistTensorType
+
+    ctx = PassContext()
+    pp_stage, pp_degree = stage_of(prog, rank)
+    dist, dense = schedule_passes(mode, micro_batches, rank, pp_stage, pp_degree, vpp_degree, paddle)
+    PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=rank),  # type: ignore[call-arg]
+                 REGISTRY["remove-other-rank"](rank=rank)] + dist, verify_each=False).run(prog, ctx)  # type: ignore[call-arg]
+    layouts = {}
+    for op in prog.block.ops:
+        n = input_name(op)
+        if n is not None and op.results and isinstance(op.results[0].type, DistTensorType):
+            layouts[n] = op.results[0].type.dist
+    text = str(prog) if keep_dist_text else ""
+    PassManager(dense, verify_each=False).run(prog, ctx)
+    return RankSchedule(rank, text, prog, ctx.stats.job_plan, ctx, layouts)
+
+
+def rank_jobs(rs: RankSchedule):
+    """What :func:`distc.analysis.simulate.jobs.verify_pipeline` runs for the rank (its
+    gradient-merge accumulators start at zero)."""
+    import numpy as np
+
+    from ..analysis.simulate.jobs import RankJobs
+
+    rings = {v: k for k, v in (rs.ctx.stats.ring_allocator.groups.items() if rs.ctx.stats.ring_allocator else ())}
+    rj = RankJobs(rs.plan.programs, rs.plan.jobs, rings, rs.layouts)
+    for p in rs.plan.programs.values():
+        for a in p.block.args:
+            if a.keyword is not None and a.keyword.endswith("@GRAD@MERGE"):
+                rj.initial[a.keyword] = np.zeros(a.type.shape)  # type: ignore[union-attr]
+    return rj

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from ..ir.core import Operation, Program
 from ..syntax.diagnostics import DiagnosticError
-from .base import ModulePass, PassContext, register
+from .base import register
 from .check_chunk_id import chunk_of, infer_chunk_id
-from .pipeline_jobs import RECV, SEND, JobPlan, Splitter, overlap_send_recv, role, send_stream_of_ring
+from .pipeline_jobs import RECV, SEND, Splitter, StagedScheduler, overlap_send_recv, role, send_stream_of_ring
 from .sharding_util import fail
 
 
@@ -86,18 +86,15 @@ def jobs_vpp(n: int, pp_degree: int, pp_stage: int, v: int) -> list[tuple[str, i
 
 @register
 @dataclass
-class PipelineVPPPass(ModulePass):
+class PipelineVPPPass(StagedScheduler):
     name = "pipeline-vpp"
     description = "VPP (interleaved 1F1B) schedule: job programs per chunk (Paddle's pipeline_scheduler_VPP)"
+    schedule = "VPP"
 
-    micro_batches: int = 1
-    pp_degree: int = 1
-    pp_stage: int = 0
     vpp_degree: int = 2
 
-    def apply(self, prog: Program, ctx: PassContext) -> None:
-        jobs = jobs_vpp(self.micro_batches, self.pp_degree, self.pp_stage, self.vpp_degree)
-        plan = JobPlan("VPP", split_vpp(prog, self.vpp_degree), jobs)
-        ctx.stats.job_plan = plan
-        ctx.notes.append(f"pipeline-vpp: stage {self.pp_stage} of {self.pp_degree}, {self.vpp_degree} chunks: "
-                         f"{len(jobs)} jobs")
+    def job_list(self) -> list[tuple[str, int]]:
+        return jobs_vpp(self.micro_batches, self.pp_degree, self.pp_stage, self.vpp_degree)
+
+    def split(self, prog: Program) -> dict[str, Program]:
+        return split_vpp(prog, self.vpp_degree)

@@ -91,8 +91,12 @@ class Simulator:
         return None
 
     # -- main loop -------------------------------------------------------------------------
+    def make_runner(self, rank: int, prog: Program) -> RankRunner:
+        return RankRunner(self, rank, prog)
+
     def run(self) -> dict[int, RankValues]:
-        runners = {r: RankRunner(self, r, p) for r, p in sorted(self.programs.items())}
+        runners = {r: self.make_runner(r, p) for r, p in sorted(self.programs.items())}
+        self.runners = runners
         gens = {r: rr.run() for r, rr in runners.items()}
         waiting: dict[int, Any] = {}
         done: set[int] = set()
