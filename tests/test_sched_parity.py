@@ -58,13 +58,8 @@ def build(case: str, mode: str, acc: int, stage: str, rank: int, src: str, from_
 
 
 GROUPS = S.groups()
-# Known differences, pinned (each must still differ, so that a fix shows): on pp2 x dp2 x mp2 at ZeRO
-# stage 1 under VPP, Paddle's own stage-1 program already holds the backward reshards of the
-# RMSNorm weights' gradients (Paddle's params_grads then point at their results); distc's
-# gradient merge takes the backward op's output as the gradient there, as it must for reshards the
-# partition inserts.
-KNOWN_DIFF = {("llama_pp2dp2mp2", "VPP", 4, "s1"): {"dist_final.ir", "dense.ir", "job.backward0.ir",
-                                                      "job.optimizer.ir", "startup_final.ir"}}
+# Known differences, pinned (each must still differ, so that a fix shows): none left.
+KNOWN_DIFF: dict[tuple, set[str]] = {}
 
 
 def test_sched_data_complete():
@@ -114,3 +109,14 @@ def test_kwarg_order_is_libstdcxx_unordered_map():
     assert inserted(made) == order("dist_final.ir")
     assert cloned(order("dist_final.ir")) == order("dense.ir")
     assert cloned(order("dense.ir")) == order("job.forward.ir")
+
+
+def test_too_few_micro_batches_refused_alike():
+    """pp4 1F1B with 2 micro-batches: Paddle asserts, distc says why (a located error, no plan)."""
+    from distc.syntax.diagnostics import DiagnosticError
+
+    assert "Num of micro batches should larger than or equal to pp degree" in \
+        S.refusals()[S.base("llama_pp4", "1F1B", 2, "s0", 0)[:-1]]
+    prog = distc.parse(S.text(S.base("llama_pp4", "1F1B", 4, "s0", 0) + "before_partition.ir"), "m")
+    with pytest.raises(DiagnosticError, match="at least as many micro-batches as pipeline stages"):
+        build_schedule(prog, 0, "1F1B", 2)

@@ -19,7 +19,7 @@ from distc.analysis.schedule_cost import CostModel, timeline
 from distc.analysis.simulate.jobs import verify_pipeline
 from distc.cli import main
 from distc.passes import load_passes
-from distc.passes.pipeline_schedule import build_schedule, rank_jobs
+from distc.passes.pipeline_schedule import build_schedules, rank_jobs
 from test_shard_passes import canon
 
 load_passes()
@@ -37,7 +37,8 @@ def ranks_of(case: str) -> range:
 
 def prove(case: str, mode: str, k: int, *, paddle: bool = False, against_paddle: bool | None = None, jobs=None):
     text = src(case, mode)
-    built = {r: rank_jobs(build_schedule(distc.parse(text, "m"), r, mode, k, paddle=paddle)) for r in ranks_of(case)}
+    built = {r: rank_jobs(b) for r, b in build_schedules(distc.parse(text, "m"), ranks_of(case), mode, k,
+                                                          paddle=paddle, keep_dist_text=False).items()}
     for r, j in (jobs or {}).items():
         built[r].jobs = j
     return verify_pipeline(distc.parse(text, "serial"), built, k,
@@ -70,8 +71,6 @@ def test_paddle_gradient_merge_clips_the_sum():
 def test_deadlock_is_located():
     """Stage 1 runs FThenB's order while stage 0 runs 1F1B's: rank 0 waits for a gradient of
     micro-batch 0 that rank 2 sends only after all its forwards, which wait for rank 0."""
-    f = [("recv_forward", m) for m in range(1)]  # (placeholder: replaced below)
-    del f
     fthenb = [t for m in range(4) for t in (("recv_forward", m), ("forward", m))] + \
         [t for m in range(4) for t in (("backward", m), ("send_backward", m))] + [("optimizer", 0)]
     one = [("recv_forward", 0), ("forward", 0), ("backward", 0), ("send_backward", 0)] + \
@@ -83,8 +82,8 @@ def test_deadlock_is_located():
 
 
 def _timeline(case: str, mode: str, k: int):
-    text = src(case, mode)
-    rs = {r: rank_jobs(build_schedule(distc.parse(text, "m"), r, mode, k)) for r in ranks_of(case)}
+    rs = {r: rank_jobs(b) for r, b in build_schedules(distc.parse(src(case, mode), "m"), ranks_of(case), mode, k,
+                                                       keep_dist_text=False).items()}
     return timeline(mode, {r: j.jobs for r, j in rs.items()}, {r: j.programs for r, j in rs.items()},
                     {r: j.rings for r, j in rs.items()}, CostModel(flops=1e9))
 

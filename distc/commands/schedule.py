@@ -53,7 +53,7 @@ def command(main_file: str, mode: str, acc_steps: int, vpp_degree: int, stage: i
     from ..analysis.cost import program_ranks, require_rank
     from ..passes import load_passes
     from ..passes.base import REGISTRY, PassContext, PassManager
-    from ..passes.pipeline_schedule import build_schedule, rank_jobs
+    from ..passes.pipeline_schedule import build_schedules, rank_jobs
     from ..syntax.diagnostics import DiagnosticError
 
     with reporting(), Outputs(inputs=[main_file]) as out:
@@ -74,15 +74,13 @@ def command(main_file: str, mode: str, acc_steps: int, vpp_degree: int, stage: i
             dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
             PassManager([REGISTRY["shard-optimizer"](stage=1, axis="", mesh_dims=dims, amp=False)],  # type: ignore[call-arg]
                         verify_each=False).run(prog, PassContext())
-        built = {}
         every = program_ranks(prog) if (prove or cost) else ranks  # a step, or its timeline, needs every rank
-        for r in every:
-            try:
-                built[r] = build_schedule(prog.clone(), r, mode, acc_steps, vpp_degree=vpp_degree, paddle=paddle,
-                                          keep_dist_text=False)
-            except DiagnosticError as e:
-                e.notes.append(f"while building rank {r}'s {mode} schedule")
-                raise
+        try:
+            built = build_schedules(prog, every, mode, acc_steps, vpp_degree=vpp_degree, paddle=paddle,
+                                    keep_dist_text=False)
+        except DiagnosticError as e:
+            e.notes.append(f"while building the {mode} schedule")
+            raise
         jobs_text = {r: built[r].plan.job_list_text() for r in ranks}
         planned = []
         for r in ranks:

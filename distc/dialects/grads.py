@@ -49,8 +49,11 @@ def reshard_made(op: Operation) -> bool:
     return collective_kind(op.name) is not None or op.name in _HELPERS
 
 
-def params_grads(prog: Program) -> list[tuple[str, Value]]:
-    """(parameter name, its gradient value) for each update, in the updates' order."""
+def params_grads(prog: Program, resharded: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, Value]]:
+    """(parameter name, its gradient value) for each update, in the updates' order.  ``resharded``:
+    parameters whose gradient the input program already reshards in the backward (a
+    ``dist_op.reshard`` the partition did not insert): their gradient is that reshard's result,
+    i.e. the last backward value, collectives included."""
     out = []
     for op in prog.block.ops:
         i = grad_operand(op)
@@ -59,9 +62,15 @@ def params_grads(prog: Program) -> list[tuple[str, Value]]:
         name = param_name(op.operand(0))
         g = op.operand(i)
         while g is not None and g.owner is not None and g.owner.num_operands and \
-                (role(g.owner) != BACKWARD or reshard_made(g.owner)):
+                (role(g.owner) != BACKWARD or (reshard_made(g.owner) and name not in resharded)):
             g = g.owner.operand(0)
         if name is None or g is None or g.owner is None or role(g.owner) != BACKWARD:
             continue
         out.append((name, g))
     return out
+
+
+def resharded_in_backward(prog: Program) -> set[str]:
+    """Parameters whose gradient is the result of a ``dist_op.reshard`` in the (not yet
+    partitioned) program: Paddle's ``params_grads`` then follow that reshard's lowering."""
+    return {name for name, g in params_grads(prog) if g.owner is not None and g.owner.name == ops.RESHARD}

@@ -32,6 +32,7 @@ class PassStats:
     rank: int | None = None  # reshard: the rank lowered for
     reshard_steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
     merged_grads: list = field(default_factory=list)  # gradient-merge: (accumulator name, type)
+    resharded_grads: set = field(default_factory=set)  # parameters whose gradient the input reshards in the backward
     job_plan: Any = None  # pipeline schedulers: the JobPlan (job programs, jobs in schedule order)
 
 

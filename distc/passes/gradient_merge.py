@@ -179,14 +179,15 @@ def _scale_accumulators(prog: Program, mk: Maker, made: list[MergeVar], k: int) 
         mv.acc.replace_all_uses_with(scaled, where=lambda u: id(u) in ids)
 
 
-def merge_gradients(prog: Program, k_steps: int, avg: bool = True, paddle: bool = True) -> list[MergeVar]:
+def merge_gradients(prog: Program, k_steps: int, avg: bool = True, paddle: bool = True,
+                    resharded: set[str] = frozenset()) -> list[MergeVar]:  # type: ignore[assignment]
     """The pass on ``prog`` (a rank's dist program); returns the accumulators made.  ``paddle``:
     average as Paddle 3.3.1 does, at each update (after a global-norm clip of the sum); else,
     where a global-norm clip reads the gradients, average the accumulators before it."""
     mk = Maker(prog.style)
     block = prog.block
     made: list[MergeVar] = []
-    for param, grad in params_grads(prog):
+    for param, grad in params_grads(prog, resharded):
         gdef = grad.owner
         assert gdef is not None
         acc = block.add_argument(grad.type, keyword=param + "@GRAD@MERGE")
@@ -240,7 +241,7 @@ class GradientMergePass(ModulePass):
 
             raise DiagnosticError(f"gradient-merge: k_steps must be 1 or more, not {self.k_steps}")
         clip = has_global_clip(prog)
-        made = merge_gradients(prog, self.k_steps, self.avg, self.paddle)
+        made = merge_gradients(prog, self.k_steps, self.avg, self.paddle, ctx.stats.resharded_grads)
         ctx.stats.merged_grads = [(m.name, m.acc.type) for m in made]
         ctx.notes.append(f"gradient-merge: {len(made)} gradient(s) accumulated over {self.k_steps} micro-batches"
                          + (", averaged" if self.avg else ""))

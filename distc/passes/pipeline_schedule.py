@@ -84,17 +84,23 @@ class RankSchedule:
 
 
 def build_schedule(prog: Program, rank: int, mode: str, micro_batches: int, *, vpp_degree: int = 2,
-                   paddle: bool = False, keep_dist_text: bool = True) -> RankSchedule:
+                   paddle: bool = False, keep_dist_text: bool = True, partitioned: set[str] | None = None
+                   ) -> RankSchedule:
     """``prog`` (the global program, optimizer annotated; changed in place: pass a clone) through
-    partition, reshard, remove-other-rank, gradient merge, dist-to-dense and the scheduler."""
+    partition, reshard, remove-other-rank, gradient merge, dist-to-dense and the scheduler.
+    ``partitioned``: ``prog`` is already partitioned (:func:`build_schedules`), and these are the
+    parameters whose gradients it resharded in the backward before."""
     from ..analysis.simulate.step import input_name
+    from ..dialects.grads import resharded_in_backward
     from ..ir.types import DistTensorType
 
     ctx = PassContext()
+    ctx.stats.resharded_grads = resharded_in_backward(prog) if partitioned is None else set(partitioned)
     pp_stage, pp_degree = stage_of(prog, rank)
     dist, dense = schedule_passes(mode, micro_batches, rank, pp_stage, pp_degree, vpp_degree, paddle)
-    PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=rank),  # type: ignore[call-arg]
-                 REGISTRY["remove-other-rank"](rank=rank)] + dist, verify_each=False).run(prog, ctx)  # type: ignore[call-arg]
+    first = [] if partitioned is not None else [REGISTRY["partition"]()]
+    PassManager(first + [REGISTRY["reshard"](rank=rank),  # type: ignore[call-arg]
+                         REGISTRY["remove-other-rank"](rank=rank)] + dist, verify_each=False).run(prog, ctx)  # type: ignore[call-arg]
     layouts = {}
     for op in prog.block.ops:
         n = input_name(op)
@@ -105,6 +111,15 @@ def build_schedule(prog: Program, rank: int, mode: str, micro_batches: int, *, v
     return RankSchedule(rank, text, prog, ctx.stats.job_plan, ctx, layouts)
 
 
+def build_schedules(prog: Program, ranks, mode: str, micro_batches: int, **kw) -> dict[int, RankSchedule]:
+    """:func:`build_schedule` for several ranks, the partition run once (``prog`` is changed)."""
+    from ..dialects.grads import resharded_in_backward
+
+    resharded = resharded_in_backward(prog)
+    PassManager([REGISTRY["partition"]()], verify_each=False).run(prog, PassContext())
+    return {r: build_schedule(prog.clone(), r, mode, micro_batches, partitioned=resharded, **kw) for r in ranks}
+
+
 def rank_jobs(rs: RankSchedule):
     """What :func:`distc.analysis.simulate.jobs.verify_pipeline` runs for the rank (its
     gradient-merge accumulators start at zero)."""
@@ -112,7 +127,7 @@ def rank_jobs(rs: RankSchedule):
 
     from ..analysis.simulate.jobs import RankJobs
 
-    rings = {v: k for k, v in (rs.ctx.stats.ring_allocator.groups.items() if rs.ctx.stats.ring_allocator else ())}
+    rings = {v: k for k, v in rs.ctx.rings.groups.items()}
     rj = RankJobs(rs.plan.programs, rs.plan.jobs, rings, rs.layouts)
     for p in rs.plan.programs.values():
         for a in p.block.args:
