@@ -91,19 +91,3 @@ def assign_value(rt, op, vals):
     if data.size != int(np.prod(shape)):
         raise rt.err(op, f"{data.size} values for shape {shape}")
     return [data.reshape(shape).astype(dtype)]
-
-
-@kernel("pd_op.set_value_with_tensor")
-def set_value_with_tensor(rt, op, vals):
-    """``x[starts:ends:steps on axes] = value`` (no axes: the whole tensor, as gradient merge's reset)."""
-    x = np.array(vals[0], copy=True)
-    v = np.asarray(vals[1])
-    axes = [int(a) for a in (attr(op, "axes") or [])]
-    starts, ends = [np.asarray(vals[i]).reshape(-1).astype(int) if len(vals) > i and vals[i] is not None else []
-                    for i in (2, 3)]
-    steps = np.asarray(vals[4]).reshape(-1).astype(int) if len(vals) > 4 and vals[4] is not None else []
-    idx: list = [slice(None)] * x.ndim
-    for k, a in enumerate(axes):
-        idx[a] = slice(int(starts[k]), int(ends[k]), int(steps[k]) if len(steps) > k else 1)
-    x[tuple(idx)] = v.astype(x.dtype)
-    return [x]
