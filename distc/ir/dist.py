@@ -293,6 +293,11 @@ class TensorDistAttr:
 
     def local_shape(self, shape: tuple[int, ...], rank: int | None = None) -> tuple[int, ...]:
         """The shape of ``rank``'s piece (Paddle's rule: ceil(n/p) pieces, the last ones hold less)."""
+        if not any(md >= 0 for md in self.dims_mapping):
+            return tuple(shape)
+        return _memo(self, ("local", tuple(shape), rank), lambda: self._local_shape(shape, rank))
+
+    def _local_shape(self, shape: tuple[int, ...], rank: int | None) -> tuple[int, ...]:
         out = list(shape)
         for axis, md in enumerate(self.dims_mapping):
             if md < 0 or shape[axis] < 0:

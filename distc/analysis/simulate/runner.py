@@ -30,6 +30,7 @@ class RankRunner:
         self.shard_count = 0
         self.serial = sim.serial  # the global view: every op runs, values are global
         self._ordinals: dict[Operation, int] | None = None
+        self._wants: dict[int, tuple] = {}  # id(type) -> (type, its local shape here or None)
 
     def local_shape(self, t) -> tuple[int, ...] | None:
         """The shape a value of type ``t`` has here (the global shape in the serial view)."""
@@ -59,9 +60,15 @@ class RankRunner:
             dict.__setitem__(self.env, r, x)
             if r.name is not None:
                 dict.__setitem__(self.env, "%" + r.name, x)
-            if isinstance(x, np.ndarray) and self.sim.check_types:
-                want = self.local_shape(r.type)
-                if want is not None and all(d >= 0 for d in want) and tuple(want) != x.shape:
+            if self.sim.check_types and isinstance(x, np.ndarray):
+                t = r.type
+                hit = self._wants.get(id(t))
+                if hit is None or hit[0] is not t:  # types are shared and immutable: one local shape each
+                    want = self.local_shape(t)
+                    hit = (t, tuple(want) if want is not None and all(d >= 0 for d in want) else None)
+                    self._wants[id(t)] = hit
+                want = hit[1]
+                if want is not None and want != x.shape:
                     self.env.notes.append(
                         f"{op.name}{' line %d' % op.loc[0] if op.loc else ''}: result {r.index} holds "
                         f"{list(x.shape)} but its type says local {list(want)}")
