@@ -48,11 +48,6 @@ CASES = {
            'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1], placements:[Replicate()]>'),
         3, None, "disagree with dims_mappings"),
     "missing closing brace": (H, 2, 133, "unexpected end of input"),
-    "op_dist_attr entry longer than the rank": (
-        op('(%1) = "dist_op.shard_tensor" (%0) {op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):'
-           '{mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1,-1]},chunk_id:-1}} : (tensor<4x8xf32>) -> '
-           'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1]>'),
-        3, 5, "op_dist_attr result(0) has dims_mapping [0, -1, -1] for a tensor of rank 2"),
     "unknown reduce type": (
         op('(%1) = "dist_op.shard_tensor" (%0) {stop_gradient:[true]} : (tensor<4x8xf32>) -> '
            'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1,-1], partial(0,FOO)>'),
@@ -119,3 +114,20 @@ def test_internal_error_exits_70(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli.main, ["fmt", str(f)])
     assert r.exit_code == 70
     assert "internal error" in r.output and "kaboom" in r.output
+
+
+def test_op_dist_attr_entry_longer_than_the_rank_is_read_and_verify_locates_it():
+    """Paddle prints such entries (gradient merge's add_ carries matmul_grad's op_dist_attr): the
+    reader reads and prints them as they are; the verifier (``opt -p verify``, every pass
+    pipeline) reports them, located."""
+    from distc.analysis.verify import verify
+
+    text = op('(%1) = "dist_op.shard_tensor" (%0) {op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):'
+              '{mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1,-1]},chunk_id:-1}} : (tensor<4x8xf32>) -> '
+              'pd_dist.tensor<4x8xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1]>')
+    prog = distc.parse(text, "bad.ir")
+    assert str(prog) == text
+    with pytest.raises(distc.DiagnosticError) as ei:
+        verify(prog)
+    assert "result(0) dims_mapping [0, -1, -1] does not fit rank 2" in ei.value.message
+    assert (ei.value.line, ei.value.col) == (3, 5)

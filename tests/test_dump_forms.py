@@ -191,3 +191,20 @@ def test_attr_null_inside_a_vector_entry():
     assert [e.format() for e in vec.items] == ["mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1]",
                                                "<#AttrNull>"]
     assert scalar.is_empty and scalar.format() == "<#AttrNull>"
+
+
+def test_opener_with_a_comment_after_a_first_program(tmp_path):
+    """`{ // Kernel Dialect` opens the second program of a file (it was read as the first one's tail
+    text): two programs, both parser paths, byte for byte; `--program 2` is the kernel program."""
+    text = GLOG.read_text()
+    first, second = text[: text.index("}\n") + 2], text[text.index("IR after lowering = {\n") + 22:]
+    log = first + "\n{ // Kernel Dialect\n" + second
+    progs = roundtrips(log)
+    assert len(progs) == 2 and progs[1].ops[0].name == "data(phi_kernel)"
+    f = tmp_path / "k.ir"
+    f.write_text(log)
+    assert fmt_bytes(f) == log.encode()
+    assert fmt_bytes(f, "--program", 2).startswith(b"\n{ // Kernel Dialect\n")
+    alone = "{ // Kernel Dialect\n" + second
+    (prog,) = roundtrips(alone)
+    assert prog.ops[0].name == "data(phi_kernel)"

@@ -81,6 +81,9 @@ _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
 _CACHE_TEXT = 1 << 16  # longer attribute texts are not kept in the caches (a 20 MB string would stay)
 
 
+_TRAILING_COMMENT = re.compile(r"[ \t]*//[^\n]*$")
+
+
 class FastParser:
     """Line-at-a-time parser for ordinary dumps, with caches shared across calls."""
 
@@ -182,7 +185,7 @@ class FastParser:
         if e < 0:
             raise _Fallback
         first = text[m.start():e]
-        stripped = first.rstrip(" \t")
+        stripped = _TRAILING_COMMENT.sub("", first).rstrip(" \t")  # '{ // Kernel Dialect'
         if not stripped.endswith("{") or "{" in stripped[:-1] or stripped.lstrip().startswith("("):
             raise _Fallback
         prog.head = text[:e + 1]

@@ -3,10 +3,8 @@ value scopes, operand/result checks, block arguments learnt at their first use).
 
 from __future__ import annotations
 
-from ...ir import attrs as A
 from ...ir.core import BlockArgument, Block, Operation, Value
-from ...ir.dist import TensorDistAttr
-from ...ir.types import NULL_TYPE, DistTensorType
+from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
 
 
@@ -16,9 +14,6 @@ class Builder:
     def __init__(self) -> None:
         self.scopes: list[dict[str, Value]] = [{}]
         self.top: Block | None = None
-        # (op dist attr, operand types, result types) by identity, found to fit: a dump repeats
-        # the same attribute and type objects (the parser caches them by spelling) thousands of times
-        self._fits: dict[tuple, tuple] = {}
 
     def push(self) -> None:
         self.scopes.append({})
@@ -82,14 +77,8 @@ class Builder:
             out_types = [v.type if v is not None else NULL_TYPE for v in carried]
             if len(out_types) != len(results):
                 raise DiagnosticError(f"'{name}' has {len(results)} result(s) but {len(values)} operand(s)", line, col)
-        od = attrs.get("op_dist_attr")
-        # Paddle's gradient-merge add_ carries its gradient's defining op's dist attr (other arities)
-        if od is not None and not isinstance(od, A.IdentAttr) and "grad_merge_add" not in attrs:
-            key = (id(od), id(out_types), *[id(v._type) if v is not None else 0 for v in values])
-            if key not in self._fits:
-                _check_op_dist(name, od, values, out_types, line, col)
-                # the objects are kept with the key so that their ids stay theirs
-                self._fits[key] = (od, out_types, [v._type for v in values if v is not None])
+        # op_dist_attr entries are read as printed, even where they do not fit their values (Paddle's
+        # gradient-merge add_ carries its gradient's producer's): analysis.verify checks them
         op = Operation(name, values, out_types, attrs, regions, op_id=op_id,
                        operand_keywords=tuple(kws), sig=sig)
         op.loc = (line, col)
@@ -105,17 +94,3 @@ def _untyped(v: Value) -> bool:
         return True
     owner = v.owner
     return owner is not None and owner.sig == "none"
-
-
-def _check_op_dist(name, od, values, out_types, line, col) -> None:
-    """Each op_dist_attr entry must fit the rank of its value (the entry counts may differ:
-    Paddle's own dumps leave some entries out)."""
-    for kind, entries, types in (("operand", od.operands, [v.type if v is not None else None for v in values]),
-                                 ("result", od.results, out_types)):
-        for i, (e, t) in enumerate(zip(entries, types)):
-            if isinstance(e, TensorDistAttr) and not e.is_empty and e.form != "maping" \
-                    and isinstance(t, DistTensorType) and len(e.dims_mapping) != t.rank:
-                raise DiagnosticError(
-                    f"'{name}': op_dist_attr {kind}({i}) has dims_mapping {list(e.dims_mapping)} for a "
-                    f"tensor of rank {t.rank}", line, col)
-

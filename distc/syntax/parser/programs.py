@@ -1,7 +1,7 @@
 """Files holding several programs (GLOG logs, ``print(program)`` output, the pass manager's IR
 printing, ``reshard --all-ranks`` output) and CRLF files.
 
-A program opens at a line ending in ``{`` (perhaps after a banner such as ``IR after lowering = ``)
+A program opens at a line ending in ``{`` (or ``{ // comment``; perhaps after a banner such as ``IR after lowering = ``)
 whose next line that is not blank or a ``//`` comment is an op line, a block header or a ``}``.
 It ends at a ``}`` line in column 0 (Paddle indents everything inside a program) after which the
 next such line is not an op line, a block header or a ``}`` (a region closed in column 0 by a
@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 
 _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
-_OPENER = re.compile(r"^(?![ \t]*\()[^{\n]*\{[ \t]*$", re.M)  # not an op line ending in '{' (a region op)
+# a line ending in '{' (or '{ // comment': '{ // Kernel Dialect'), not an op line (a region op)
+_OPENER = re.compile(r"^(?![ \t]*\()[^{\n]*\{[ \t]*(?://[^\n]*)?$", re.M)
 _OPISH = re.compile(r'[ \t]*(?:\([^()\n]*\) = "|\^|\})')
 
 
