@@ -137,3 +137,128 @@ def sgd(runner, op, vals: list) -> list:
     p_out = e["param"] - _opt_scalar(runner, op, lr, "learning_rate") * e["grad"]
     return [p_out, None if master is None else p_out.copy()]
 
+
+
+def _state_outputs(op, master, p_out, *rest):
+    return [p_out, *rest, None if master is None else p_out.copy()]
+
+
+@kernel("pd_op.lamb_")
+def lamb(runner, op, vals: list) -> list:
+    """``lamb_`` (param, grad, learning_rate, moment1, moment2, beta1_pow, beta2_pow, master_param,
+    skip_update), phi's LambKernel::
+
+        m1 = beta1 m1 + (1 - beta1) g;   m2 = beta2 m2 + (1 - beta2) g^2
+        r = m1 / (1 - beta1_pow) / (sqrt(m2 / (1 - beta2_pow)) + eps) + weight_decay p
+        ratio = |p| / |r|  (both norms over the whole local tensor; 1 if either is 0, or if
+                            weight_decay is 0 and not always_adapt)
+        p = p - lr ratio r;   beta{1,2}_pow = beta{1,2}_pow * beta{1,2}
+
+    The norms make the update depend on the whole tensor: on a piece of a sharded parameter it is
+    not the piece of the whole update."""
+    if op.num_operands != 9:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 9-operand lamb_")
+    param, grad, lr, m1, m2, b1p, b2p, master, skip = vals
+    if _skip(skip):
+        return [_copy(x) for x in (param, m1, m2, b1p, b2p, master)]
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad,
+                                  "moment1": m1, "moment2": m2})
+    p, g = e["param"], e["grad"]
+    beta1, beta2 = float(attr(op, "beta1", 0.9)), float(attr(op, "beta2", 0.999))
+    eps, wd = float(attr(op, "epsilon", 1e-6)), float(attr(op, "weight_decay", 0.01))
+    pow1, pow2 = _opt_scalar(runner, op, b1p, "beta1_pow"), _opt_scalar(runner, op, b2p, "beta2_pow")
+    m1_out = beta1 * e["moment1"] + (1 - beta1) * g
+    m2_out = beta2 * e["moment2"] + (1 - beta2) * g * g
+    r = m1_out / (1 - pow1) / (np.sqrt(m2_out / (1 - pow2)) + eps) + wd * p
+    pn, rn = float(np.sqrt(np.sum(p * p))), float(np.sqrt(np.sum(r * r)))
+    ratio = pn / rn if pn > 0 and rn > 0 and (wd != 0 or bool(attr(op, "always_adapt", False))) else 1.0
+    p_out = p - _opt_scalar(runner, op, lr, "learning_rate") * ratio * r
+    b1p_out = np.asarray(b1p, dtype=np.float64) * beta1
+    b2p_out = np.asarray(b2p, dtype=np.float64) * beta2
+    return _state_outputs(op, master, p_out, m1_out, m2_out, b1p_out, b2p_out)
+
+
+@kernel("pd_op.adagrad_")
+def adagrad(runner, op, vals: list) -> list:
+    """``adagrad_`` (param, grad, moment, learning_rate, master_param)::
+
+        m = m + g^2;   p = p - lr g / (sqrt(m) + eps)"""
+    if op.num_operands != 5:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 5-operand adagrad_")
+    param, grad, mom, lr, master = vals
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad, "moment": mom})
+    g = e["grad"]
+    m_out = e["moment"] + g * g
+    p_out = e["param"] - _opt_scalar(runner, op, lr, "learning_rate") * g / (
+        np.sqrt(m_out) + float(attr(op, "epsilon", 1e-6)))
+    return _state_outputs(op, master, p_out, m_out)
+
+
+@kernel("pd_op.rmsprop_")
+def rmsprop(runner, op, vals: list) -> list:
+    """``rmsprop_`` (param, mean_square, grad, moment, learning_rate, mean_grad, master_param),
+    results (param, moment, mean_square, mean_grad, master)::
+
+        ms = rho ms + (1 - rho) g^2
+        centered: mg = rho mg + (1 - rho) g;  mom = momentum mom + lr g / sqrt(ms - mg^2 + eps)
+        else:                                 mom = momentum mom + lr g / sqrt(ms + eps)
+        p = p - mom"""
+    if op.num_operands != 7:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 7-operand rmsprop_")
+    param, ms, grad, mom, lr, mg, master = vals
+    centered = bool(attr(op, "centered", False))
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad,
+                                  "mean_square": ms, "moment": mom, "mean_grad": mg if centered else None})
+    g = e["grad"]
+    rho, eps = float(attr(op, "decay", 0.9)), float(attr(op, "epsilon", 1e-10))
+    lr_v = _opt_scalar(runner, op, lr, "learning_rate")
+    ms_out = rho * e["mean_square"] + (1 - rho) * g * g
+    if centered:
+        mg_out = rho * e["mean_grad"] + (1 - rho) * g
+        denom = np.sqrt(ms_out - mg_out * mg_out + eps)
+    else:
+        mg_out = _copy(mg)
+        denom = np.sqrt(ms_out + eps)
+    mom_out = float(attr(op, "momentum", 0.0)) * e["moment"] + lr_v * g / denom
+    p_out = e["param"] - mom_out
+    return [p_out, mom_out, ms_out, mg_out, None if master is None else p_out.copy()]
+
+
+@kernel("pd_op.adamax_")
+def adamax(runner, op, vals: list) -> list:
+    """``adamax_`` (param, grad, learning_rate, moment, inf_norm, beta1_pow, master_param)::
+
+        m = beta1 m + (1 - beta1) g;   u = max(beta2 u + eps, |g|)
+        p = p - lr / (1 - beta1_pow) m / u
+
+    beta1_pow is not an output (Adamax scales it with a separate op)."""
+    if op.num_operands != 7:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 7-operand adamax_")
+    param, grad, lr, mom, inf, b1p, master = vals
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad,
+                                  "moment": mom, "inf_norm": inf})
+    g = e["grad"]
+    beta1, beta2 = float(attr(op, "beta1", 0.9)), float(attr(op, "beta2", 0.999))
+    m_out = beta1 * e["moment"] + (1 - beta1) * g
+    u_out = np.maximum(beta2 * e["inf_norm"] + float(attr(op, "epsilon", 1e-8)), np.abs(g))
+    lr_t = _opt_scalar(runner, op, lr, "learning_rate") / (1 - _opt_scalar(runner, op, b1p, "beta1_pow"))
+    return _state_outputs(op, master, e["param"] - lr_t * m_out / u_out, m_out, u_out)
+
+
+@kernel("pd_op.adadelta_")
+def adadelta(runner, op, vals: list) -> list:
+    """``adadelta_`` (param, grad, avg_squared_grad, avg_squared_update, learning_rate, master_param)::
+
+        Eg = rho Eg + (1 - rho) g^2;   d = -sqrt((Eu + eps) / (Eg + eps)) g
+        Eu = rho Eu + (1 - rho) d^2;   p = p + lr d"""
+    if op.num_operands != 6:
+        raise runner.err(op, f"{op.num_operands} operands: the simulator knows the 6-operand adadelta_")
+    param, grad, asg, asu, lr, master = vals
+    e = _elementwise(runner, op, {"param": master if master is not None else param, "grad": grad,
+                                  "avg_squared_grad": asg, "avg_squared_update": asu})
+    g = e["grad"]
+    rho, eps = float(attr(op, "rho", 0.95)), float(attr(op, "epsilon", 1e-6))
+    asg_out = rho * e["avg_squared_grad"] + (1 - rho) * g * g
+    d = -np.sqrt((e["avg_squared_update"] + eps) / (asg_out + eps)) * g
+    asu_out = rho * e["avg_squared_update"] + (1 - rho) * d * d
+    return _state_outputs(op, master, e["param"] + _opt_scalar(runner, op, lr, "learning_rate") * d, asg_out, asu_out)
