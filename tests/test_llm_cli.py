@@ -82,9 +82,9 @@ def _sinks(text: str) -> dict[str, str]:
         r'(?:parameter_name|output_name):"([^"]+)"\} : \((tensor<[^>]*>)\)', text)}
 
 
-def test_stage3_from_a_stage0_startup_slices_parameters(tmp_path):
-    """Given the stage-0 startup (parameters initialised whole), distc slices the parameters too:
-    every value the executor gets has the local shape Paddle's own stage-3 startup gives it."""
+def test_stage3_from_a_stage0_startup_creates_only_shards(tmp_path):
+    """Given the stage-0 startup (parameters initialised whole), every rank creates only its shard
+    of each parameter and state: Paddle's own stage-3 ``startup_final``, program for program."""
     src = L.write(tmp_path, "amp", "llama_dp4", "s0", 2, "before_partition")
     st0 = L.write(tmp_path, "amp", "llama_dp4", "s0", 2, "startup_after_remove")
     shard(src, "--stage", "3", "--amp", "--rank", "2", "--dense", "-q", "-o", tmp_path / "d.ir",
@@ -92,6 +92,9 @@ def test_stage3_from_a_stage0_startup_slices_parameters(tmp_path):
     got = _sinks((tmp_path / "s.ir").read_text())
     want = _sinks(L.get("amp", "llama_dp4", "s3", 2, "startup_final"))
     assert len(want) == 1 + 21 + 21 * 4 and got == want
+    text = (tmp_path / "s.ir").read_text()
+    assert '"pd_op.slice"' not in text
+    assert canon(text) == canon(L.get("amp", "llama_dp4", "s3", 2, "startup_final"))
 
 
 def test_stage3_where_paddle_refuses_says_why(tmp_path):

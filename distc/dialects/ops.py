@@ -47,6 +47,7 @@ CONCAT = "pd_op.concat"
 SCALE = "pd_op.scale"
 DIVIDE = "pd_op.divide"
 MULTIPLY = "pd_op.multiply"
+ADD_N = "pd_op.add_n"
 # the global-norm gradient clip and AMP's loss scaling
 SQUARED_L2_NORM = "pd_op.squared_l2_norm"
 STACK = "pd_op.stack"

@@ -31,9 +31,10 @@ from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import INTERNAL, ModulePass, PassContext, register
 from .dist_to_dense import DistToDensePass
-from .paddle_api import PaddleAPI
+from .paddle_api import PaddleAPI, set_result_dist
 from .reshard_pass import ReshardPass
 from .sharding_util import fail, persistable, set_persistable
+from .zero3 import like_int_array
 
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
@@ -59,10 +60,10 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
     layouts, resharded only where the startup value has another layout."""
     mk = Maker(startup.style)
     changed: list[Operation] = []
-    for op in list(startup.block.ops):
-        key = SINKS.get(op.name)
-        if key is None:
-            continue
+    zero3 = False  # a stage-0 startup program for a stage-3 main program: shards created as shards
+    sinks = [op for op in startup.block.ops if op.name == ops.SET_PARAMETER]
+    for op in sinks + [op for op in startup.block.ops if op.name in SINKS and op.name != ops.SET_PARAMETER]:
+        key = SINKS[op.name]
         a = op.attr(key)
         name = str(getattr(a, "value", "")) if a is not None else ""
         t = layouts.get(name)
@@ -80,6 +81,12 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
         st = src.type
         if is_param and isinstance(st, DistTensorType) and st.dist == t.dist:
             continue  # already initialised in the main program's layout
+        if (is_param or zero3) and _create_as_shard(src, t, mk, local_shape=not is_param):
+            zero3 = True
+            if notes is not None:
+                notes.append(f"shard-startup: '{name}' created as its shard {list(local)} "
+                             f"({''.join(p.short() for p in t.dist.placements)}), never whole (stage 3)")
+            continue
         if not isinstance(st, (DistTensorType, DenseTensorType)) or tuple(st.shape) != tuple(t.shape):
             raise fail(op, f"startup value '{name}' has type {st}, but the main program reads it as "
                            f"{t} (global shapes must agree)")
@@ -102,6 +109,36 @@ def insert_startup_reshards(startup: Program, layouts: dict[str, DistTensorType]
         if op.attr("op_role") is None:
             op.set_attr("op_role", role)
     return changed
+
+
+def _create_as_shard(v, t: DistTensorType, mk: Maker, local_shape: bool = False) -> bool:
+    """ZeRO-3 from a stage-0 startup program: a parameter created by an initializer op (``full``,
+    ``uniform``, ``gaussian`` ...: operands, if any, only constants) used by nothing but its
+    ``set_parameter`` is retyped to the parameter's sharded layout, as Paddle's stage-3 startup
+    program has it: each rank then creates only its shard (the op keeps its attributes, the
+    global ``shape`` among them), never the whole parameter and a slice of it.  An optimizer
+    state (``local_shape``) is created the same way, its ``full`` given the local ``shape`` (as
+    its ``pd_op.data`` in the stage-3 main program)."""
+    op = v.owner
+    if op is None or len(op.results) != 1 or len(v.uses) != 1 or tuple(v.type.shape) != tuple(t.shape):
+        return False
+    if any(x is None or x.owner is None or x.owner.name not in (ops.FULL, ops.FULL_INT_ARRAY)
+           for x in op.operands):
+        return False
+    if op.name in (ops.FULL, ops.FULL_INT_ARRAY) or op.name in INITIALIZERS:
+        if local_shape:
+            if op.name != ops.FULL or op.attr("shape") is None:
+                return False
+            op.set_attr("shape", like_int_array(op.attr("shape"), t.local_shape(None)))
+        set_result_dist(v, t.dist, mk, retype=True)
+        if not isinstance(v.type, DistTensorType):
+            v.type = mk.dist_type(t.shape, v.type.dtype, t.dist)
+        return True
+    return False
+
+
+# random initializers of parameters (their operands: shape, min/max ... constants)
+INITIALIZERS = frozenset({"pd_op.uniform", "pd_op.gaussian", "pd_op.truncated_gaussian_random"})
 
 
 def persistable_ranks(main: Program) -> dict[str, frozenset[int]]:

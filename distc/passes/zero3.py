@@ -36,6 +36,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
                      ctx: PassContext, dim_name: str, grads: bool = True) -> None:
     """Retype each parameter (and, unless AMP already resharded them, its gradient)."""
     changed = []
+    retyped = []  # the targets whose parameter takes another layout (their gradients follow)
     for op, _gi, want in targets:
         p = op.operand(0)
         owner = p.owner if p is not None else None
@@ -51,8 +52,11 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         other = [p_ for md, p_ in enumerate(before.placements) if p_.is_shard()]
         if want.placements == before.placements:  # e.g. a 1-D parameter mp already shards
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)}: no other tensor axis to "
-                             f"shard over {dim_name}; kept as it is (as its states, as Paddle)")
-        elif other:
+                             f"shard over {dim_name}; kept as it is (as its states, as Paddle; its "
+                             f"gradient stays partial until the update reads it)")
+            continue
+        retyped.append((op, _gi, want))
+        if other:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} is {_pl(before)}: another mesh dim already "
                              f"shards tensor axis {other[0].dim}; distc shards axis "
                              f"{[p_.dim for p_ in want.placements if p_.is_shard() and p_ not in other][0]} "
@@ -62,8 +66,8 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         else:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)} -> {_pl(want)} "
                              f"(all-gathered before each use, gradient reduce-scattered)")
-    if grads:
-        reshard_grads_before_clip(prog, targets, mk, retype=True)
+    if grads:  # a kept parameter's gradient keeps its partial type: all-reduced before the update
+        reshard_grads_before_clip(prog, retyped, mk, retype=True)
     ctx.stats.zero3_params = changed
 
 
@@ -79,10 +83,10 @@ def local_state_shapes(decisions) -> None:
             if a is None:
                 continue
             local = after.local_shape(t.shape)
-            owner.set_attr("shape", _like_int_array(a, local))
+            owner.set_attr("shape", like_int_array(a, local))
 
 
-def _like_int_array(a, vals):
+def like_int_array(a, vals):
     """``vals`` spelt like the attribute ``a`` it replaces."""
     if isinstance(a, A.IntArrayAttr):
         return A.IntArrayAttr(tuple(int(v) for v in vals), a.tagged)

@@ -84,7 +84,7 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
             if clip is not None:
                 g = clip.operand(0)  # Paddle reshards (stage 3: retypes) the gradient it clips
             if retype and isinstance(g.type if g is not None else None, DistTensorType):
-                g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
+                retype_grad(g, want, mk)
             elif not retype and isinstance(g.type if g is not None else None, DistTensorType):
                 per_tensor.append((clip, opt, gi, g, want))
             continue
@@ -99,7 +99,7 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
     stacks: dict[int, Operation] = {}
     for norm, g, mul, want in jobs:
         if retype:
-            g.type = g.type.with_dist(mk.restyle(want))  # type: ignore[union-attr]
+            retype_grad(g, want, mk)
             r = g
         else:
             r = PaddleAPI(mk.style, cur, op_role=op_role_attr(norm)).reshard(g, want)
@@ -118,6 +118,30 @@ def reshard_grads_before_clip(prog: Program, targets: list[tuple[Operation, int,
     for s in stacks.values():
         _stack(s, mk)
     return len(jobs)
+
+
+def retype_grad(g: Value, want: TensorDistAttr, mk: Maker) -> None:
+    """ZeRO-3: the gradient ``g`` takes the ZeRO layout as its type.  A gradient summed from
+    several contributions (a tied weight: the lm head reuses the token embedding, ``add_n`` of a
+    ``combine``) is retyped at each contribution, and the sum is computed on shards, as Paddle's
+    backward types every gradient of a (sharded) parameter like the parameter: the partition pass
+    then reduce-scatters each contribution right after its backward op, before the add."""
+    want = mk.restyle(want)  # type: ignore[assignment]
+    g.type = g.type.with_dist(want)  # type: ignore[union-attr]
+    add = g.owner
+    comb = add.operand(0).owner if add is not None and add.name == ops.ADD_N and add.operand(0) is not None else None
+    if comb is None or comb.name != ops.COMBINE or len(add.results) != 1:
+        return
+    parts = [v for v in comb.operands if v is not None and isinstance(v.type, DistTensorType)
+             and v.type.shape == g.type.shape]  # type: ignore[union-attr]
+    if len(parts) != len(comb.operands):
+        return
+    for v in parts:
+        v.type = v.type.with_dist(want)  # type: ignore[union-attr]
+    _combine(comb)
+    d = add.dist_attr
+    if d is not None:
+        add.dist_attr = d.with_(operands=(VecDistAttr(tuple(want for _ in parts)),), results=(want,))
 
 
 def _reshard_before(prog: Program, jobs: list, mk: Maker) -> int:
