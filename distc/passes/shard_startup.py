@@ -122,6 +122,8 @@ def _create_as_shard(v, t: DistTensorType, mk: Maker, local_shape: bool = False)
     op = v.owner
     if op is None or len(op.results) != 1 or len(v.uses) != 1 or tuple(v.type.shape) != tuple(t.shape):
         return False
+    if len({t.local_shape(r) for r in t.dist.mesh.process_ids}) != 1:
+        return False  # uneven pieces (Paddle fails there): created whole and sliced
     if any(x is None or x.owner is None or x.owner.name not in (ops.FULL, ops.FULL_INT_ARRAY)
            for x in op.operands):
         return False
