@@ -23,7 +23,9 @@ class OptSig(NamedTuple):
 
     operands: tuple[tuple[str, str], ...]  # (role, name)
     inplace: tuple[int, ...]  # result i updates operand inplace[i]
-    spmd: str  # "adam": merge param/grad/states/master; "sgd": param/grad elementwise only
+    spmd: str  # "adam": merge param/grad/states/master; "sgd": param/grad elementwise only;
+    # "replicate": every operand whole (Paddle has no rule: its default one; lamb_'s trust ratio
+    # takes norms of the whole parameter and update, so ZeRO states are gathered for the update)
 
 
 def _sig(operands: str, inplace: tuple[int, ...], spmd: str = "adam") -> OptSig:
@@ -52,7 +54,7 @@ OPTIMIZERS: dict[tuple[str, int], OptSig] = {
                                  "master_param:master", (0, 2, 4)),
     ("pd_op.lamb_", 9): _sig("param:param grad:grad learning_rate:lr moment1:state moment2:state "
                              "beta1_pow:beta_pow beta2_pow:beta_pow master_param:master "
-                             "skip_update:skip_update", (0, 3, 4, 5, 6, 7)),
+                             "skip_update:skip_update", (0, 3, 4, 5, 6, 7), "replicate"),
     ("pd_op.adagrad_", 5): _sig("param:param grad:grad moment:state learning_rate:lr master_param:master",
                                 (0, 2, 4)),
     ("pd_op.rmsprop_", 7): _sig("param:param mean_square:state grad:grad moment:state learning_rate:lr "

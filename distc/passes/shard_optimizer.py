@@ -105,6 +105,8 @@ def merged_dims_mapping(sig: OptSig, op: Operation) -> list[int] | None:
     if p is None:
         return None
     pg = _merge_elementwise(p.dims_mapping, g.dims_mapping) if g is not None else list(p.dims_mapping)
+    if sig.spmd == "replicate":
+        return [-1] * len(pg)
     if sig.spmd == "sgd":
         return pg
     states = [dist_of(op.operand(i)) for i, (r, _) in enumerate(sig.operands) if r == STATE]
@@ -293,6 +295,10 @@ class ShardOptimizerPass(ModulePass):
             names = ", ".join(n for n, *_ in dec.states)
             pl = "[" + ", ".join(str(p) for p in sharded) + "]"
             ctx.notes.append(f"shard-optimizer: {pname} ({op.name}): {names} -> {pl}")
+            if sig.spmd == "replicate":
+                ctx.notes.append(f"shard-optimizer: {pname} ({op.name}): the update reads whole tensors (its trust "
+                                 f"ratio takes the norms of the whole parameter and update): the states are "
+                                 f"kept sharded and all-gathered for the update, which runs on every rank")
         return dec
 
     @staticmethod
