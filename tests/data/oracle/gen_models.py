@@ -458,10 +458,12 @@ def run_worker(job):
         if attempt == 2 or not (os.path.exists(err) and "transformed from AST" in open(err, encoding="utf-8").read()):
             break
         os.remove(err)
-    if p.returncode != 0:
-        print(f"  CRASH {tag}: {p.stdout.strip()[-300:]}", flush=True)
+    if p.returncode != 0:  # Paddle crashed: keep what it said (a C++ exception's what(), the signal)
+        said = re.findall(r"what\(\):\s*(.*)|(FatalError: `[^`]*` is detected by the operating system\.)", p.stdout)
+        msg = "; ".join(a or b for a, b in said) or (p.stdout.strip().splitlines() or ["?"])[-1]
+        print(f"  CRASH {tag}: {msg}", flush=True)
         with open(err, "w", encoding="utf-8") as f:
-            f.write("CRASH: " + (p.stdout.strip().splitlines() or ["?"])[-1] + "\n")
+            f.write(f"CRASH: {msg}\n")
     else:
         print("  done", tag, "(error)" if os.path.exists(err) else "", flush=True)
 
