@@ -120,3 +120,21 @@ def test_too_few_micro_batches_refused_alike():
     prog = distc.parse(S.text(S.base("llama_pp4", "1F1B", 4, "s0", 0) + "before_partition.ir"), "m")
     with pytest.raises(DiagnosticError, match="at least as many micro-batches as pipeline stages"):
         build_schedule(prog, 0, "1F1B", 2)
+
+
+@pytest.mark.parametrize("mode,acc,stage,rank", [("1F1B", 4, "s1", 2), ("GM", 2, "s0", 1)])
+def test_library_shard_pipeline(mode, acc, stage, rank):
+    """``distc.shard(main, rank, pp_schedule=..., acc_steps=...)``: the shard pipeline runs the
+    scheduler too; its result carries Paddle's dense program, job plan and startup program."""
+    from distc.pipeline.shard import shard
+
+    src, _ = main_input("llama_pp2dp2", mode, acc, stage)
+    base = S.base("llama_pp2dp2", mode, acc, stage, rank)
+    startup = distc.parse(S.text(base + "startup_after_remove.ir"), "startup.ir")
+    res = shard(distc.parse(S.text(src), src), rank, startup=startup, stage=int(stage[1]), mesh_dims=("dp",),
+                pp_schedule=None if mode == "GM" else mode, acc_steps=acc, paddle_merge=True)
+    assert canon(res.text) == canon(S.text(base + "dense.ir"))
+    assert res.plan.job_list_text() == S.text(base + "jobs.txt")
+    for t, p in res.plan.programs.items():
+        assert canon(str(p)) == canon(S.text(base + f"job.{t}.ir")), t
+    assert canon(res.startup_text) == canon(S.text(base + "startup_final.ir"))

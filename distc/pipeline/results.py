@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..analysis.cost import totals
 from ..analysis.memory import MemoryReport
@@ -37,6 +37,7 @@ class RankResult:
     notes: list[str] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    plan: Any = None  # pp_schedule / acc_steps: the JobPlan (job programs, jobs in schedule order)
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
 

@@ -62,8 +62,29 @@ class ShardOptions:
     dense: bool = False
     verify_each: bool = False
     moe_all_to_all: bool = False  # Paddle's FLAGS_enable_moe_utils lowering (reshard{moe_all_to_all})
+    # strategy.pipeline / strategy.gradient_merge: a schedule (FThenB, 1F1B, VPP, Eager1F1B, ZBH1; GM:
+    # gradient merge alone) over acc_steps micro-batches; each rank's dense program is split into
+    # job programs (RankResult.plan).  paddle_merge: Paddle's averaging after a global-norm clip.
+    pp_schedule: str | None = None
+    acc_steps: int = 1
+    vpp_degree: int = 2
+    paddle_merge: bool = False
+
+    @property
+    def scheduled(self) -> bool:
+        return self.pp_schedule is not None or self.acc_steps > 1
 
     def __post_init__(self) -> None:
+        if self.acc_steps < 1:
+            raise ValueError(f"acc_steps {self.acc_steps}: at least 1 micro-batch")
+        if self.scheduled:
+            from ..passes.pipeline_schedule import MODES
+
+            if self.pp_schedule is not None and self.pp_schedule not in MODES:
+                raise ValueError(f"pp_schedule {self.pp_schedule!r}: one of {', '.join(MODES)}")
+            if self.annotate_only:
+                raise ValueError("annotate_only stops before the schedule")
+            object.__setattr__(self, "dense", True)  # job programs are split from the dense program
         object.__setattr__(self, "mesh_dims", tuple(self.mesh_dims))
         if self.stage not in (0, 1, 2, 3):
             raise ValueError(f"stage {self.stage}: ZeRO stages are 0 to 3")
@@ -171,6 +192,13 @@ class ShardPipeline:
         if o.annotate_only:
             return []
         out: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all)]
+        if o.scheduled:
+            from ..passes.pipeline_schedule import schedule_passes, stage_of
+
+            stage, degree = stage_of(self.prepare().program, rank)
+            dist, dense = schedule_passes(o.pp_schedule or "GM", o.acc_steps, rank, stage, degree, o.vpp_degree,
+                                          o.paddle_merge)
+            return out + [RemoveOtherRankPass(rank=rank)] + dist + dense
         if o.dense:
             out += [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)]
         return out
@@ -201,6 +229,10 @@ class ShardPipeline:
         after = optimizer_operands(prog)
         layouts = MainLayouts.of(prog)
         rest = [p for p in passes if not isinstance(p, ShardOptimizerPass)]
+        if o.scheduled:  # (before the partition: which gradients the input reshards in the backward)
+            from ..dialects.grads import resharded_in_backward
+
+            ctx.stats.resharded_grads = resharded_in_backward(prog)
         self._run(rest, prog, ctx)
         ran += [p.spec() for p in rest]
         if o.stage >= 1:
@@ -230,9 +262,14 @@ class ShardPipeline:
             res.collectives = [c for c in ctx.collectives if c.runs]
             self._run(passes[1:], prog, ctx, final_verify=len(passes) > 1)
             res.ran += [p.spec() for p in passes]
+            res.plan = ctx.stats.job_plan
         if sprog is not None:
             try:
                 ShardStartupPass(rank=rank, main_layouts=sh.layouts).apply(sprog, ctx)
+                if ctx.stats.merged_grads:  # the gradient-merge accumulators, zero
+                    from ..passes.gradient_merge import zero_accumulators
+
+                    zero_accumulators(sprog, ctx.stats.merged_grads)
             except DiagnosticError as e:
                 raise ctx.located(e, sprog.filename) from None
             res.ran.append(f"shard-startup{{rank={rank}}} (on {sprog.filename or '<startup>'})")
