@@ -334,7 +334,8 @@ def test_schedule_file_forms(tmp_path):
     line.write_text(json.dumps({"command": "schedule", "timelines": {"ZBH1": {
         "0": [["forward", 0, 0.0, 1.0], ["backward", 0, 1.0, 4.0, 1.0]], "1": [["forward", 0, 1.0, 2.0],
                                                                              ["backward", 0, 2.0, 3.0]]}}}))
-    a, b = read_schedules(str(plain)), read_schedules(str(line))
+    (a, _), (b, bub) = read_schedules(str(plain)), read_schedules(str(line))
+    assert bub == {}  # no cost in that line: the bubble comes from the jobs
     assert list(a) == ["1F1B"] and list(b) == ["ZBH1"]
     assert bubble_fraction(b["ZBH1"]) == pytest.approx(1 - (1 + 2 + 1 + 1) / 8)  # span 0-4 on 2 ranks
     bad = tmp_path / "c.json"
@@ -359,3 +360,23 @@ def test_pipeline_stages_send_to_their_peers(tmp_path):
     assert to == {"0": {"1", "2"}, "1": {"0", "3"}, "2": {"0", "3"}, "3": {"1", "2"}}
     sends = {tuple(g["group"]) for g in doc["groups"] if g["kind"] == "send"}
     assert sends and all(len(g) == 2 for g in sends)
+
+
+def test_schedules_modelled_by_distc_schedule(tmp_path):
+    """`distc schedule --cost --json` on Paddle's pp2 x dp2 LLaMA feeds --schedule: every rank's
+    jobs drawn, the bubble the cost model gave (it counts waits inside jobs)."""
+    from llmdata import PP, text
+
+    main = tmp_path / "pp.ir"
+    main.write_text(text("clip/llama_pp2dp2.s0.r0.before_partition.ir", PP))
+    r = cli("schedule", main, "--pp-schedule", "ZBH1", "--acc-steps", 4, "--all-ranks", "--cost", "--json",
+            "-o", tmp_path / "r{rank}.{job}.ir")
+    line = tmp_path / "zbh1.json"
+    line.write_text(r.stderr.strip().splitlines()[-1])
+    sched = json.loads(line.read_text())
+    page = tmp_path / "pp.html"
+    doc = last_json(cli("report", main, "--schedule", line, "-o", page, "--json"))
+    assert doc["schedules"]["ZBH1"]["bubble_fraction"] == pytest.approx(sched["cost"]["bubble"], abs=1e-6)
+    jobs = [x for x in figures(page.read_text()).of("chart-timeline-0", "g") if "job" in x]
+    assert len(jobs) == sum(len(v) for v in sched["timelines"]["ZBH1"].values())
+    assert {j["job"] for j in jobs} >= {"forward", "backward_b", "backward_w", "optimizer"}

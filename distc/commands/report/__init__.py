@@ -18,6 +18,8 @@ EPILOG = """\b
 Examples:
   distc report samples/llama_dp2mp2_adamw.ir -o report.html
   distc report main.ir --stage 3 --mesh-dims dp,mp -o zero3.html --json
+  distc schedule pp.ir --pp-schedule 1F1B --acc-steps 8 --all-ranks --cost --json -o 'j/{rank}.{job}.ir' 2> 1f1b.json
+  distc report pp.ir --schedule 1f1b.json --schedule zbh1.json -o pp.html
 \b
 The page is one HTML file (inline SVG charts, no script, nothing fetched): open it from disk or
 from a CI artifact.  --json prints the figures it shows as one line on stderr.
@@ -36,13 +38,14 @@ from a CI artifact.  --json prints the figures it shows as one line on stderr.
               help="only these ranks, e.g. 0-3,6  [default: every rank of the program's meshes]")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="worker processes  [default: the machine's cores]")
-@click.option("--schedule", "schedule_file", default=None, metavar="FILE",
-              help="pipeline schedules to draw: JSON {name: {rank: [[job, micro_batch, start, end], ...]}}")
+@click.option("--schedule", "schedule_files", multiple=True, metavar="FILE",
+              help="pipeline schedules to draw (repeatable): JSON {name: {rank: [[job, micro_batch, start, end], "
+                   "...]}}, or a `distc schedule --cost --json` line")
 @click.option("--json", "as_json", is_flag=True, help="the page's figures as one line of JSON on stderr")
 @click.option("-q", "--quiet", is_flag=True, help="no summary line on stderr")
 @program_option("MAIN's K-th program, when its file holds several (1 = first)")
 def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None, mesh_dims: str,
-            rank_list: str | None, jobs: int | None, schedule_file: str | None, as_json: bool, quiet: bool,
+            rank_list: str | None, jobs: int | None, schedule_files: tuple[str, ...], as_json: bool, quiet: bool,
             program: int | None) -> None:
     """Write one HTML page showing how MAIN shards: memory per rank, traffic between ranks,
     collectives per group, schedules, decisions and warnings."""
@@ -57,15 +60,19 @@ def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None
 
     if stage == 0 and axis is not None:
         raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
-    with reporting(), Outputs(inputs=[main_file, schedule_file]) as out:
+    with reporting(), Outputs(inputs=[main_file, *schedule_files]) as out:
         wanted = parse_ranks(rank_list) if rank_list is not None else None
         target = out.add("-o", output)  # checked before any work
-        schedules = read_schedules(schedule_file) if schedule_file else {}
+        schedules, bubbles = {}, {}
+        for f in schedule_files:
+            got, bub = read_schedules(f)
+            schedules.update(got)
+            bubbles.update(bub)
         opts = Options(stage=stage, amp=amp, axis=axis, mesh_dims=tuple(d.strip() for d in mesh_dims.split(",") if d.strip()),
                        ranks=None if wanted is None else sorted({r for rg in wanted for r in rg}), jobs=jobs,
                        program=program)
         data = collect(main_file, opts, command_line(), warn, WARNINGS)
-        data.schedules = schedules
+        data.schedules, data.bubbles = schedules, bubbles
         page = report_page(data)
         out.write(target, page)
         out.commit()
@@ -98,10 +105,10 @@ def command_line() -> str:
     return shlex.join(args)
 
 
-def read_schedules(path: str) -> dict:
+def read_schedules(path: str) -> tuple[dict, dict]:
     """``--schedule FILE``: ``{name: {rank: [[job, micro_batch, start, end(, idle)], ...]}}`` from
-    JSON, or a whole ``distc schedule --cost --json`` line (its ``timelines``); a located error if
-    it is neither."""
+    JSON, or a whole ``distc schedule --cost --json`` line (its ``timelines``, and its bubble, which
+    counts the waits inside jobs); a located error if it is neither.  (schedules, bubbles)"""
     import json
 
     from ...driver import read_text
@@ -113,7 +120,11 @@ def read_schedules(path: str) -> dict:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise DiagnosticError(f"not JSON: {e.msg}", e.lineno, e.colno, filename=path, source=text) from None
+    bubbles: dict[str, float] = {}
     if isinstance(doc, dict) and isinstance(doc.get("timelines"), dict):
+        cost = doc.get("cost")
+        if isinstance(cost, dict) and isinstance(cost.get("bubble"), (int, float)) and len(doc["timelines"]) == 1:
+            bubbles[str(next(iter(doc["timelines"])))] = float(cost["bubble"])
         doc = doc["timelines"]
     out: dict = {}
     try:
@@ -131,4 +142,4 @@ def read_schedules(path: str) -> dict:
                               "`distc schedule --cost --json` output)" + (f": {e}" if isinstance(e, ValueError) and
                                                                           str(e).startswith("rank") else ""),
                               filename=path) from None
-    return out
+    return out, bubbles

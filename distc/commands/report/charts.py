@@ -229,6 +229,21 @@ def bubble_fraction(schedule: dict[int, list[Job]]) -> float:
     return 0.0 if span <= 0 else max(0.0, 1 - busy / span)
 
 
+def job_letter(job: str) -> str:
+    """F forward, B backward (its input-gradient part too), W weight gradient, O optimizer, R/S
+    receive/send jobs."""
+    return {"backward_w": "W"}.get(job.rstrip("0123456789"), job[:1].upper())
+
+
+def job_color(job: str) -> str:
+    """Forward blue, backward red (its weight-gradient part pale), optimizer green, send/recv yellow."""
+    name = job.rstrip("0123456789")
+    for prefix, color in (("recv", JOB_COLORS["recv"]), ("send", JOB_COLORS["send"])):
+        if name.startswith(prefix):
+            return color
+    return JOB_COLORS.get(name, "#af7aa1")
+
+
 def _segments(jobs: list[Job], t0: float) -> list[tuple[float, Job | None]]:
     """A rank's jobs in time order with the idle gaps between them (None)."""
     at, out = t0, []
@@ -240,7 +255,7 @@ def _segments(jobs: list[Job], t0: float) -> list[tuple[float, Job | None]]:
     return out
 
 
-def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]]) -> str:
+def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]], bubble: float | None = None) -> str:
     """Per rank a row of jobs in time, micro-batch by micro-batch (``F0``, ``B0`` ...); idle time
     (the bubbles) drawn as pale segments."""
     from ..shard_ranks import format_ranks
@@ -252,11 +267,14 @@ def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]]) -> 
     ranks = [g[0] for g in groups][::-1]  # pygal draws the first row at the bottom: rank 0 on top
     rows = {r: _segments(schedule[r], t0) for r in ranks}
     depth = max(map(len, rows.values()), default=0)
+    span = max((j.end for jobs in schedule.values() for j in jobs), default=t0) - t0
+    tiny = span / 40  # a job shorter than this is drawn without its label (they would overlap)
     chart = _Chart("HorizontalStackedBar", chart_id, ("#4e79a7",) * max(1, depth),
-                   title=f"{name}: bubble {100 * bubble_fraction(schedule):.1f}%", show_legend=False,
+                   title=f"{name}: bubble {100 * (bubble_fraction(schedule) if bubble is None else bubble):.1f}%",
+                   show_legend=False,
                    height=max(140, 34 * len(ranks) + 70), x_labels=[labels[r] for r in ranks],
                    value_formatter=lambda v: f"{v:g}", print_values=True, print_values_position="center",
-                   print_zeroes=False, spacing=4, x_title="time (model units)")
+                   print_zeroes=False, spacing=4, x_title="time (as modelled)")
     for k in range(depth):
         vals: list = []
         for r in ranks:
@@ -268,9 +286,9 @@ def timeline_chart(chart_id: str, name: str, schedule: dict[int, list[Job]]) -> 
                 vals.append(({"value": dur, "style": f"fill:{IDLE_COLOR};stroke:none", "formatter": lambda _v: "",
                               "tooltip": f"rank {names[r]}: idle {dur:g}"}, {"rank": names[r], "idle": f"{dur:g}"}))
                 continue
-            color = JOB_COLORS.get(j.job.rstrip("0123456789"), "#af7aa1")
+            color = job_color(j.job)
             vals.append(({"value": dur, "style": f"fill:{color};stroke:#fff;stroke-width:1.5",
-                          "formatter": lambda _v, j=j: f"{j.job[:1].upper()}{j.micro_batch}",
+                          "formatter": lambda _v, j=j: f"{job_letter(j.job)}{j.micro_batch}" if j.end - j.start >= tiny else "",
                           "tooltip": f"rank {names[r]}: {j.job} micro-batch {j.micro_batch}, {j.start:g}-{j.end:g}"
                                      + (f" (waits {j.idle:g})" if j.idle else "")},
                          {"rank": names[r], "job": j.job, "mb": j.micro_batch, "start": f"{j.start:g}", "end": f"{j.end:g}"}))

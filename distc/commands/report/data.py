@@ -45,6 +45,14 @@ class ReportData:
     decisions: list[str]
     warnings: list[str]
     schedules: dict[str, dict[int, list]] = field(default_factory=dict)  # name -> rank -> [Job]
+    bubbles: dict[str, float] = field(default_factory=dict)  # name -> the bubble its cost model gave
+
+    def bubble(self, name: str) -> float:
+        """A schedule's bubble: the one ``distc schedule --cost`` computed (it knows the waits
+        inside jobs), else from the jobs' times."""
+        from .charts import bubble_fraction
+
+        return self.bubbles.get(name, bubble_fraction(self.schedules[name]))
 
     def bytes_sent(self, rank: int) -> int:
         return sum(g["bytes_sent"] for g in self.collectives[rank])
@@ -64,8 +72,6 @@ class ReportData:
 
     def to_json(self) -> dict:
         """The ``--json`` summary (the figures the page shows)."""
-        from .charts import bubble_fraction
-
         def mem(m: dict[str, int]) -> dict[str, int]:
             return {**m, "total": m["parameters"] + m["gradients"] + m["optimizer_states"]}
 
@@ -81,7 +87,7 @@ class ReportData:
                                 "ranks": {str(r): mem(m) for r, m in sorted(per.items())}}
                        for s, per in sorted(self.memory.items())},
             "groups": [{k: v for k, v in g.items() if k != "ranks"} for g in self.groups()],
-            "schedules": {name: {"bubble_fraction": round(bubble_fraction(s), 6),
+            "schedules": {name: {"bubble_fraction": round(self.bubble(name), 6),
                                  "ranks": {str(r): [[j.job, j.micro_batch, j.start, j.end] for j in jobs]
                                            for r, jobs in sorted(s.items())}}
                           for name, s in self.schedules.items()},

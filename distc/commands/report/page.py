@@ -32,7 +32,7 @@ def report_page(d: ReportData) -> str:
     sent = {r: d.bytes_sent(r) for r in d.ranks}
     # over 16 ranks, ranks with the same figures share a row (as in distc shard's summary)
     alike = rank_groups(d.ranks, lambda r: (tuple(mem[r].values()), counts[r], sent[r]))
-    timelines = [(name, timeline_chart(f"timeline-{i}", name, s), doc["schedules"][name]["bubble_fraction"],
+    timelines = [(name, timeline_chart(f"timeline-{i}", name, s, d.bubble(name)), doc["schedules"][name]["bubble_fraction"],
                   sum(len(jobs) for jobs in s.values()))
                  for i, (name, s) in enumerate(d.schedules.items())]
     return environment().get_template("report.html.j2").render(
