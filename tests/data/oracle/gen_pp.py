@@ -114,7 +114,8 @@ def build_and_capture(config, case, stage, snapshot_cb, sched=None):
     import paddle
     import paddle.distributed as dist
 
-    from oracle_capture import run_engine  # distc/capture/hooks.py (also snapshots startup_before_remove)
+    # distc/capture/hooks.py's, through gen_stage1 (looked up when called: gen_fusion.py wraps it there)
+    from gen_stage1 import run_engine
 
     paddle.seed(2024)
     np.random.seed(2024)
@@ -200,7 +201,7 @@ def build_and_capture(config, case, stage, snapshot_cb, sched=None):
     # run_engine (distc/capture/hooks.py) also gives `startup_before_remove` (the startup program
     # before RemovePasses prunes it for the rank: every stage's values) and `dist_final` (the dist
     # program at the end of _parallel_pir: after gradient merge)
-    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy, job_cb=jobs if sched else None)
+    run_engine(model, dloader, Loss(), opt, snapshot_cb, strategy=strategy, **({"job_cb": jobs} if sched else {}))
 
 
 def sched_name(mode, case, acc):
