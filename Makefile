@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-browser test-paddle paddle screenshots bench install clean
+.PHONY: demo test test-browser test-oracle test-paddle paddle screenshots bench install clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
+
+# Whole matrices of stored Paddle programs too long for `make test` (minutes): every rank of every
+# tensor-fusion case (tests/oracle).
+test-oracle: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -o addopts=-ra tests/oracle
 
 # The report and diff pages in headless Chromium (Debian's chromium + chromium-driver, not pip's):
 # no console errors, every chart drawn with the right number of bars/cells/jobs; screenshots and

@@ -82,6 +82,13 @@ def _summary(res: RankResult, stage: int, axis) -> None:
               help="worker processes for several ranks  [default: the machine's cores]")
 @click.option("--moe-all-to-all", is_flag=True, help="lower n-d shard-to-shard reshards on one mesh dim through "
               "one all-to-all on its 1-D sub-mesh, as Paddle does under FLAGS_enable_moe_utils=true")
+@click.option("--tensor-fusion", is_flag=True, help="ZeRO-1 with tensor fusion, as Paddle's "
+              "strategy.sharding.enable_tensor_fusion: gradients and parameters in buffers, one reduce-scatter "
+              "and all-gather a buffer, each parameter's update on the rank(s) owning it (per rank)")
+@click.option("--overlap", is_flag=True, help="with --tensor-fusion: strategy.sharding.enable_overlap")
+@click.option("--comm-buffer-size", "comm_buffer_mb", type=float, default=None, metavar="MB",
+              help="with --tensor-fusion: strategy.sharding.comm_buffer_size_MB (0: a buffer a parameter)  [default: 256]")
+@click.option("--release-gradients", is_flag=True, help="with --tensor-fusion: strategy.sharding.release_gradients")
 @click.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")
 @click.option("--dense", is_flag=True, help="go on to the per-rank dense program (remove-other-rank, dist-to-dense)")
 @click.option("--startup", default=None, help="the startup program to shard as well")
@@ -97,8 +104,8 @@ def _summary(res: RankResult, stage: int, axis) -> None:
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 @program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
-            all_ranks: bool, rank_list: str | None, jobs: int | None, moe_all_to_all: bool, annotate_only: bool,
-            dense: bool,
+            all_ranks: bool, rank_list: str | None, jobs: int | None, moe_all_to_all: bool, tensor_fusion: bool,
+            overlap: bool, comm_buffer_mb: float | None, release_gradients: bool, annotate_only: bool, dense: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
             prove: bool, as_json: bool, program: int | None) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1.
@@ -123,6 +130,10 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             raise click.UsageError("--annotate-only and --dense exclude each other")
         if stage == 0 and axis is not None:
             raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
+        if not tensor_fusion and (overlap or release_gradients or comm_buffer_mb is not None):
+            raise click.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
+        if tensor_fusion and stage not in (1, 2):
+            raise click.UsageError(f"--tensor-fusion is ZeRO-1 (Paddle's ShardingStage1), not --stage {stage}")
         if rank is not None and rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
         many = all_ranks or rank_list is not None
@@ -139,7 +150,10 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             targets = (out.add("-o", output or "-"), out.add("--startup-out", startup_out))
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         opts = ShardOptions(stage=stage, axis=axis, mesh_dims=dims, amp=amp, annotate_only=annotate_only,
-                            dense=dense, verify_each=verify_each, moe_all_to_all=moe_all_to_all)
+                            dense=dense, verify_each=verify_each, moe_all_to_all=moe_all_to_all,
+                            tensor_fusion=tensor_fusion, overlap=overlap,
+                            comm_buffer_mb=256 if comm_buffer_mb is None else comm_buffer_mb,
+                            release_gradients=release_gradients)
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
                              diagnostics=Diagnostics(sink=warn))
@@ -163,6 +177,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             pipe.startup = _load_startups(startup, ranks, pipe.ctx.sources)
             pipe.check_startups(ranks)
         serial = prog.clone() if prove else None  # MAIN as given, for the proof
+        # MAIN as given, for the unfused ZeRO-1 the fusion summary compares with
+        plain = prog.clone() if tensor_fusion and not quiet and not annotate_only else None
         pipe.prepare()
         unproven = _prove(pipe, serial, output if many else None, main_file) if serial is not None else 0
         if many:
@@ -176,9 +192,10 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                     "memory": {"before": {"optimizer_states": x.memory_before.states, "total": x.memory_before.total},
                                "after": {"optimizer_states": x.memory_after.states, "total": x.memory_after.total}},
                     "saved": x.saved} for r, x in result.items()},
-                    [n for x in result.values() for n in x.notes])
+                    [n for x in result.values() for n in x.notes], fusion=_fusion(plain, ranks, opts, result.ranks))
             elif not quiet:
                 rank_summary(result.ranks, stage, result.sharding_axis)
+                _fusion(plain, ranks, opts, result.ranks, show=True)
             _unproven_exit(unproven, [pat.replace("{rank}", str(r)) for pat in (output, startup_out) if pat
                                       for r in ranks])
             return
@@ -192,9 +209,11 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         if explain and not as_json:
             _explain(pipe, {rank: res})
         if as_json:
-            summary_json(pipe, stage, {rank: _rank_json(res)}, res.notes, res.ran)
+            summary_json(pipe, stage, {rank: _rank_json(res)}, res.notes, res.ran,
+                         fusion=_fusion(plain, [rank], opts, {rank: res}))
         elif not quiet:
             _summary(res, stage, pipe.ctx.stats.sharding_axis)
+            _fusion(plain, [rank], opts, {rank: res}, show=True)
         written = [output or "-"] + ([startup_out] if startup_out else [])
         _unproven_exit(unproven, ["stdout" if o == "-" else o for o in written])
 
@@ -216,7 +235,21 @@ def _rank_json(res: RankResult) -> dict:
             "bytes_sent": res.bytes_sent, "by_group": by_group, "memory": mem, "saved": res.saved}
 
 
-def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str], ran: list[str] = ()) -> None:
+def _fusion(plain: Program | None, ranks: list[int], opts: ShardOptions, results: dict, show: bool = False):
+    """Tensor fusion's summary (``show``: printed; else its ``--json`` part, or None)."""
+    if plain is None:
+        return None
+    from .shard_fusion import print_summary, summary_json as fusion_json, unfused
+
+    base = unfused(plain, ranks, opts)
+    if show:
+        print_summary(results, base)
+        return None
+    return fusion_json(results, base)
+
+
+def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str], ran: list[str] = (),
+                 fusion: dict | None = None) -> None:
     """``--json``: one line on stderr, the last one distc prints."""
     import json
     import sys
@@ -226,6 +259,8 @@ def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str],
            "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
            "warnings": pipe.diagnostics.warnings,
            "ranks": {str(r): x for r, x in sorted(ranks.items())}}
+    if fusion is not None:
+        doc["tensor_fusion"] = fusion
     sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
 
 

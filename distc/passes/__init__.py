@@ -18,6 +18,7 @@ PASS_MODULES = [
     "distc.passes.check_chunk_id",
     "distc.passes.pipeline_vpp",
     "distc.passes.pipeline_zero_bubble",
+    "distc.passes.tensor_fusion",
 ]
 
 

@@ -34,6 +34,7 @@ class PassStats:
     merged_grads: list = field(default_factory=list)  # gradient-merge: (accumulator name, type)
     resharded_grads: set = field(default_factory=set)  # parameters whose gradient the input reshards in the backward
     job_plan: Any = None  # pipeline schedulers: the JobPlan (job programs, jobs in schedule order)
+    fusion: Any = None  # tensor-fusion: this rank's Fusion (buffers, pieces, the updates in order)
 
 
 @dataclass

@@ -64,8 +64,8 @@ def state_names(prog: Program, rank: int | None = None) -> list[str]:
     return out
 
 
-def check_main(prog: Program, path: str, stage: int, warn) -> None:
-    check_not_sharded(prog, path, stage, warn)
+def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = None) -> None:
+    check_not_sharded(prog, path, stage, warn, asked)
     if not any(r.dist_attr is not None for op in prog.walk() for r in op.results):
         dense = ("MAIN has no dist types: it is a dense program (a rank's program after dist-to-dense, or not "
                  "auto-parallel); MAIN is the dist-typed program Paddle dumps just before apply_partition_pass")

@@ -38,6 +38,7 @@ class RankResult:
     ran: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     plan: Any = None  # pp_schedule / acc_steps: the JobPlan (job programs, jobs in schedule order)
+    fusion: dict | None = None  # tensor fusion: the rank's buffers and who updates what (plan_summary)
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
 

@@ -37,11 +37,13 @@ from ..dialects.known_ops import unknown_op_warnings
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..passes.dist_to_dense import DistToDensePass
+from ..passes.fusion_startup import fuse_startup
 from ..passes.partition import PartitionPass
 from ..passes.remove_other_rank import RemoveOtherRankPass
 from ..passes.reshard_pass import ReshardPass
 from ..passes.shard_optimizer import ShardOptimizerPass
 from ..passes.shard_startup import MainLayouts, ShardStartupPass
+from ..passes.tensor_fusion import TensorFusionPass
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 from .inputs import check_main, check_sharding_degree, check_startups
 from .results import RankResult, ShardResult
@@ -69,6 +71,12 @@ class ShardOptions:
     acc_steps: int = 1
     vpp_degree: int = 2
     paddle_merge: bool = False
+    # ZeRO-1 with tensor fusion (strategy.sharding.enable_tensor_fusion and its settings): the
+    # tensor-fusion pass and partition run per rank (Paddle writes the fused program per rank)
+    tensor_fusion: bool = False
+    overlap: bool = False  # strategy.sharding.enable_overlap
+    comm_buffer_mb: float = 256  # strategy.sharding.comm_buffer_size_MB
+    release_gradients: bool = False  # strategy.sharding.release_gradients
 
     @property
     def scheduled(self) -> bool:
@@ -92,6 +100,12 @@ class ShardOptions:
             raise ValueError("annotate_only and dense exclude each other")
         if self.stage == 0 and self.axis not in (None, ""):
             raise ValueError("axis chooses the mesh dim ZeRO shards over; stage 0 shards nothing")
+        if self.tensor_fusion and self.scheduled:
+            raise ValueError("tensor fusion with a pipeline schedule or gradient merge is not supported")
+        if self.tensor_fusion and self.stage not in (1, 2):
+            raise ValueError(f"tensor fusion is ZeRO-1 (Paddle's ShardingStage1), not stage {self.stage}")
+        if not self.tensor_fusion and (self.overlap or self.release_gradients or self.comm_buffer_mb != 256):
+            raise ValueError("overlap, release_gradients and comm_buffer_mb are settings of tensor fusion")
 
 
 @dataclass
@@ -154,7 +168,8 @@ class ShardPipeline:
         """The main program is dist-typed and holds an optimizer update (else an error, or at
         stage 0 a warning); it is no startup program."""
         prog = self.program
-        check_main(prog, prog.filename or "<input>", self.options.stage, self.ctx.warn)
+        check_main(prog, prog.filename or "<input>", self.options.stage, self.ctx.warn,
+                   asked="--tensor-fusion" if self.options.tensor_fusion else None)
 
     def check_startups(self, ranks: Iterable[int]) -> None:
         """Each rank's startup program initialises the optimizer states the rank reads (none:
@@ -176,15 +191,40 @@ class ShardPipeline:
 
     # -- the passes -------------------------------------------------------------------------------
     def shared_passes(self) -> list[ModulePass]:
-        """The rank-independent passes (``annotate_only``: shard-optimizer alone)."""
+        """The rank-independent passes (``annotate_only``: shard-optimizer alone; tensor fusion:
+        none, its passes are each rank's)."""
         o = self.options
         out: list[ModulePass] = []
+        if o.tensor_fusion:
+            return out
         if o.stage >= 1:
             out.append(ShardOptimizerPass(stage=o.stage, axis="" if o.axis is None else str(o.axis),
                                           mesh_dims=o.mesh_dims, amp=o.amp))
         if not o.annotate_only:
             out.append(PartitionPass())
         return out
+
+    def fusion_passes(self, rank: int) -> list[ModulePass]:
+        """Tensor fusion: the rank's passes before reshard (``tensor-fusion``, ``partition``)."""
+        o = self.options
+        if not o.tensor_fusion:
+            return []
+        out: list[ModulePass] = [TensorFusionPass(rank=rank, axis=self.fusion_axis(), buffer_mb=o.comm_buffer_mb,
+                                                  overlap=o.overlap, release_grads=o.release_gradients)]
+        return out if o.annotate_only else out + [PartitionPass()]
+
+    def fusion_axis(self) -> int:
+        """The sharding mesh dim of tensor fusion: ``axis`` (an index or a name of ``mesh_dims``),
+        else 0 (Paddle's ``dp``)."""
+        a = self.options.axis
+        if a in (None, ""):
+            return 0
+        if isinstance(a, int) or str(a).isdigit():
+            return int(a)
+        if a in self.options.mesh_dims:
+            return self.options.mesh_dims.index(a)
+        raise DiagnosticError(f"axis '{a}' is neither a mesh dim index nor one of the mesh dim names "
+                              f"{list(self.options.mesh_dims)}")
 
     def rank_passes(self, rank: int) -> list[ModulePass]:
         """One rank's passes on the main program."""
@@ -249,6 +289,7 @@ class ShardPipeline:
             if self._consumed:
                 raise RuntimeError("the shared state was lowered in place already: lower(copy=True)")
             self._consumed = True
+        o = self.options
         prog = sh.program.clone() if copy else sh.program
         sprog = self.startup_of(rank)
         if sprog is not None and copy:
@@ -256,6 +297,13 @@ class ShardPipeline:
         ctx = sh.ctx.fork()
         res = RankResult(rank, prog, sprog, memory_before=memory_of(sh.before, rank),
                          memory_after=memory_of(sh.after, rank))
+        layouts = sh.layouts
+        pre = self.fusion_passes(rank)
+        if pre:
+            self._run(pre, prog, ctx, final_verify=o.annotate_only)
+            res.ran += [p.spec() for p in pre]
+            layouts = MainLayouts.of(prog)
+            self._fused(res, ctx.stats.fusion)
         passes = self.rank_passes(rank)
         if passes:
             self._run(passes[:1], prog, ctx, final_verify=len(passes) == 1)
@@ -265,7 +313,9 @@ class ShardPipeline:
             res.plan = ctx.stats.job_plan
         if sprog is not None:
             try:
-                ShardStartupPass(rank=rank, main_layouts=sh.layouts).apply(sprog, ctx)
+                if pre:
+                    fuse_startup(sprog, ctx.stats.fusion)
+                ShardStartupPass(rank=rank, main_layouts=layouts).apply(sprog, ctx)
                 if ctx.stats.merged_grads:  # the gradient-merge accumulators, zero
                     from ..passes.gradient_merge import zero_accumulators
 
@@ -275,6 +325,30 @@ class ShardPipeline:
             res.ran.append(f"shard-startup{{rank={rank}}} (on {sprog.filename or '<startup>'})")
         res.notes = ctx.notes
         return res
+
+    @staticmethod
+    def _fused(res: RankResult, fusion) -> None:
+        """The rank's buffers and who updates what (``res.fusion``); its memory: parameters and
+        gradients are held whole (the fused buffers), states only for the pieces it updates."""
+        from ..analysis.memory import MemoryReport, ParamMemory
+        from ..passes.fusion_layout import local_shape, numel, plan_summary
+
+        res.fusion = plan_summary(fusion.buffers, fusion.group, res.rank)
+        before = res.memory_before
+        if before is None:
+            return
+        mine = {u.name: pc for u, _, _, pc in fusion.todo}
+        rows = []
+        for r in before.rows:
+            st = dict(r.states)
+            pc = mine.get(r.name, False)
+            if pc is False:
+                st = {k: 0 for k in st}
+            elif pc is not None:  # the piece's moments (beta pows stay scalars)
+                n, whole = pc.end - pc.begin, max(numel(local_shape(pc.update.param)), 1)
+                st = {k: (v if "pow_acc" in k else v // whole * n) for k, v in st.items()}
+            rows.append(ParamMemory(r.name, r.op, r.param, r.grad, st))
+        res.memory_after = MemoryReport(res.rank, rows)
 
     # -- several ranks ----------------------------------------------------------------------------
     def run(self, ranks: Iterable[int] | None = None, *,

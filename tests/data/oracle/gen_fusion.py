@@ -33,7 +33,8 @@ GROUP/CASE.VARIANT.rR.error.txt where Paddle fails.
 
 Usage (/tmp/paddle/bin/python):
   python gen_fusion.py --out DIR [-j N] [FILTER...]   # every job (FILTER: GROUP/CASE.VARIANT[.rR] prefixes)
-  python gen_fusion.py --pack DIR DEST                # DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
+  python gen_fusion.py --pack DIR DEST                # MoE: DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
+  python gen_fusion.py --pack-fusion DIR DEST         # fusion: DEST/CASE.tar.xz (one xz archive a case)
   python gen_fusion.py --unpack DEST OUT
 
 The engine steps and snapshots are gen_stage1.run_engine's (wrapped here only to pass the
@@ -102,12 +103,29 @@ def jobs(outdir):
 
 def kept(group, case, variant, rank, snap) -> bool:
     """What is stored (tests/data/oracle/fusion): the MoE programs but the snapshots no test reads
-    (startup.before, after_remove); every fusion file but startup.before."""
+    (startup.before, after_remove); every fusion file but startup.before and the LLaMA's unfused
+    programs (gen_llm.py's, in llm/)."""
     if snap == "startup.before":
         return False
     if group == "moe":
         return snap != "after_remove"
-    return True
+    return not (case.startswith("llama") and variant in LLAMA_SKIP)
+
+
+def pack_fusion(src, dest):
+    """The fusion/ programs as one xz archive a case (gen_pp.py's pack_sched: the files of a
+    case differ little between ranks and variants): DEST/CASE.tar.xz."""
+    import shutil
+    import tempfile
+
+    from gen_pp import pack_sched
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "sched"))
+        for f in sorted(os.listdir(os.path.join(src, "fusion"))):
+            parts = f.split(".")
+            if len(parts) >= 5 and kept("fusion", parts[0], parts[1], int(parts[2][1:]), ".".join(parts[3:-1])):
+                shutil.copyfile(os.path.join(src, "fusion", f), os.path.join(tmp, "sched", f))
+        pack_sched(tmp, dest)
 
 
 def select(src, out):
@@ -300,6 +318,9 @@ def main(argv):
         with tempfile.TemporaryDirectory() as tmp:
             select(argv[1], tmp)
             pack(tmp, argv[2])
+        return 0
+    if argv[:1] == ["--pack-fusion"]:  # SRC DEST: fusion/ programs -> DEST/CASE.tar.xz
+        pack_fusion(argv[1], argv[2])
         return 0
     if argv[:1] == ["--unpack"]:
         unpack(argv[1], argv[2])

@@ -1,0 +1,69 @@
+"""``distc shard --tensor-fusion``'s summary: the fused buffers (count, bytes, each rank's shard),
+which rank updates which parameter (or which part of it), and the bytes each rank sends against
+the unfused ZeRO-1 program of the same input (built on the side by the library pipeline)."""
+
+from __future__ import annotations
+
+from ..analysis.cost import human_bytes
+from ..driver import err_console
+from ..ir.core import Program
+from ..ir.dist import ranks_text
+
+
+def unfused(program: Program, ranks: list[int], options) -> dict[int, tuple[int, int]]:
+    """rank -> (collectives, bytes sent) of plain ZeRO-1 (``options`` without fusion)."""
+    import dataclasses
+
+    from ..pipeline import shard_ranks
+
+    opts = dataclasses.replace(options, tensor_fusion=False, overlap=False, release_gradients=False,
+                               comm_buffer_mb=256, annotate_only=False, dense=False)
+    res = shard_ranks(program, ranks, options=opts)
+    return {r: (len(x.collectives or []), x.bytes_sent or 0) for r, x in res.items()}
+
+
+def summary_json(results: dict, base: dict[int, tuple[int, int]] | None) -> dict:
+    """The fusion part of ``--json``: per rank its buffers and the unfused bytes."""
+    out = {}
+    for r, x in sorted(results.items()):
+        if x.fusion is None:
+            continue
+        d = dict(x.fusion)
+        if base and r in base:
+            d["unfused_zero1"] = {"collectives": base[r][0], "bytes_sent": base[r][1]}
+        out[str(r)] = d
+    return out
+
+
+def print_summary(results: dict, base: dict[int, tuple[int, int]] | None) -> None:
+    from rich.table import Table
+
+    con = err_console()
+    first = next((x for _, x in sorted(results.items()) if x.fusion is not None), None)
+    if first is None:
+        return
+    fu = first.fusion
+    t = Table(title=f"fused buffers ({len(fu['buffers'])}, sharding group {ranks_text(tuple(fu['group']))})")
+    for col in ("buffer", "parameters", "elements", "bytes", "shard per rank", "align"):
+        t.add_column(col, justify="left" if col == "parameters" else "right")
+    for b in fu["buffers"]:
+        names = b["parameters"]
+        shown = ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
+        t.add_row(str(b["buffer"]), shown, str(b["elements"]), human_bytes(b["bytes"]), human_bytes(b["shard_bytes"]),
+                  f"{b['align_bytes']} B")
+    con.print(t)
+    o = Table(title="who updates each parameter (rank: elements of its piece)")
+    o.add_column("parameter")
+    o.add_column("updated on")
+    for b in fu["buffers"]:
+        for name, who in b["owners"].items():
+            o.add_row(name, ", ".join(f"{r}: {n}" for r, n in who))
+    con.print(o)
+    s = Table(title="bytes sent per rank: tensor fusion vs unfused ZeRO-1")
+    for col in ("rank", "collectives", "bytes sent", "unfused collectives", "unfused bytes sent"):
+        s.add_column(col, justify="right")
+    for r, x in sorted(results.items()):
+        b = (base or {}).get(r)
+        s.add_row(str(r), str(len(x.collectives or [])), human_bytes(x.bytes_sent or 0),
+                  "" if b is None else str(b[0]), "" if b is None else human_bytes(b[1]))
+    con.print(s)

@@ -1,0 +1,164 @@
+"""The buffers of ZeRO with tensor fusion (Paddle's ``ShardingOptimizerStage1``), as data: which
+optimizer updates of the stage-0 program are fused, how the parameters are grouped into buffers
+and padded, which piece of each buffer a rank of the sharding group owns.  Used by the
+``tensor-fusion`` pass (:mod:`.tensor_fusion`), its startup step (:mod:`.fusion_startup`) and the
+``distc shard`` summary (:func:`owners`, :func:`plan_summary`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dialects import ops
+from ..ir.core import Operation, Value
+from ..ir.types import DistTensorType
+
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}
+ACC_ORDER = {"moment1": 0, "moment2": 1, "moment2_max": 2, "beta1_pow_acc": 3, "beta2_pow_acc": 4, "master": 5}
+POWS = ("beta1_pow_acc", "beta2_pow_acc")
+
+
+@dataclass
+class Update:
+    """One optimizer op of the stage-0 program and what it reads (kept: the op itself goes)."""
+
+    op: Operation
+    param: Value
+    grad: Value  # the gradient as backward produced it (before a clip)
+    name: str  # the parameter's name
+    scalars: list[Operation]  # the pd_op.full operands made for the op (beta1, beta2, epsilon)
+    states: dict[int, Operation]  # operand index -> the pd_op.data of a state / beta pow / master
+    sig: object = None  # its optimizer signature
+    operands: list = field(default_factory=list)  # its operands
+
+
+@dataclass
+class Piece:
+    """The part ``[begin, end)`` of this rank's shard of a buffer that holds (part of) a parameter:
+    the rank updates it as the parameter ``slice@NAME``."""
+
+    update: Update
+    begin: int
+    end: int
+
+
+@dataclass
+class Buffer:
+    """One fused buffer: its parameters in order, each padded to ``align`` bytes."""
+
+    index: int
+    mesh: object
+    updates: list[Update]
+    padded: list[int]  # elements each parameter takes
+    size: int  # elements
+    shard: int  # elements per rank of the sharding group
+    align: int  # bytes (coalesce_tensor_'s align_size: the device alignment x the sharding degree)
+    name: str  # fused@-NAME-NAME...
+    pieces: list[Piece] = field(default_factory=list)  # this rank's
+
+
+def param_name(v: Value) -> str:
+    op = v.owner
+    a = op.attr("parameter_name") if op is not None else None
+    return str(getattr(a, "value", "")) if a is not None else ""
+
+
+def data_name(op: Operation) -> str:
+    return str(getattr(op.attr("name"), "value", ""))
+
+
+def value_name(v: Value | None) -> str:
+    """The name a persistable value goes by (a parameter's or a data op's)."""
+    op = v.owner if v is not None else None
+    if op is None:
+        return ""
+    return param_name(v) if op.name == ops.PARAMETER else data_name(op)
+
+
+def numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES.get(dtype, 4)
+
+
+def local_shape(v: Value) -> tuple[int, ...]:
+    t = v.type
+    return t.dist.local_shape(tuple(t.shape)) if isinstance(t, DistTensorType) else tuple(t.shape)
+
+
+def acc_kind(name: str) -> str:
+    """``moment1``, ``beta2_pow_acc`` ... of an optimizer state's name."""
+    import re
+
+    m = re.search(r"_(moment1|moment2_max|moment2|beta1_pow_acc|beta2_pow_acc|master)(_\d+)?$", name)
+    return m.group(1) if m else ""
+
+
+def group_by_size(updates: list[Update], limit: int) -> list[list[int]]:
+    """Paddle's ``assign_group_by_size`` (``Eager_AssignGroupBySize``): per dtype, a group closes
+    once its bytes reach ``limit`` (0: every parameter its own group); groups sorted by their
+    first index."""
+    res: list[list[int]] = []
+    nxt: dict[str, tuple[list[int], int]] = {}
+    for i, u in enumerate(updates):
+        t = u.param.type
+        idx, size = nxt.get(t.dtype, ([], 0))
+        idx = idx + [i]
+        size += dtype_bytes(t.dtype) * numel(t.shape)
+        if size >= limit:
+            res.append(idx)
+            idx, size = [], 0
+        nxt[t.dtype] = (idx, size)
+    res += [idx for idx, _ in nxt.values() if idx]
+    return sorted(res, key=lambda g: g[0])
+
+
+def make_buffer(index: int, mesh, us: list[Update], align_bytes: int, degree: int, rank_index: int) -> Buffer:
+    """The buffer of ``us`` (``_fuse_group_param``): padded sizes, the shard of the rank at
+    ``rank_index`` in the sharding group and the pieces of parameters it covers."""
+    nb = dtype_bytes(us[0].param.type.dtype)
+    align = align_bytes // nb * degree  # Paddle: alignment[device] // align[dtype] * degree (bytes)
+    padded = [-(-numel(local_shape(u.param)) * nb // align) * align // nb for u in us]
+    size = sum(padded)
+    shard = size // degree
+    b = Buffer(index, mesh, us, padded, size, shard, align, "fused@" + "".join("-" + u.name for u in us))
+    b.pieces = pieces_of(b, rank_index)
+    return b
+
+
+def pieces_of(b: Buffer, rank_index: int) -> list[Piece]:
+    begin = rank_index * b.shard
+    out, total = [], 0
+    for u, n in zip(b.updates, b.padded):
+        lo = max(total - begin, 0)
+        total += n
+        hi = min(total - begin, b.shard)
+        if lo < hi:
+            out.append(Piece(u, lo, hi))
+    return out
+
+
+def owners(b: Buffer, group: list[int]) -> dict[str, list[tuple[int, int]]]:
+    """Parameter name -> [(rank, elements of its update that rank runs)] over the sharding group."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for i, r in enumerate(group):
+        for pc in pieces_of(b, i):
+            out.setdefault(pc.update.name, []).append((r, pc.end - pc.begin))
+    return out
+
+
+def plan_summary(buffers: list[Buffer], group: list[int], rank: int) -> dict:
+    """Plain data for a summary: each buffer (parameters, elements, bytes, per-rank shard) and who
+    updates each parameter."""
+    out = []
+    for b in buffers:
+        nb = dtype_bytes(b.updates[0].param.type.dtype)
+        out.append({"buffer": b.index, "parameters": [u.name for u in b.updates], "elements": b.size,
+                    "bytes": b.size * nb, "shard_bytes": b.shard * nb, "align_bytes": b.align,
+                    "owners": owners(b, group),
+                    "mine": [(pc.update.name, pc.end - pc.begin) for pc in b.pieces]})
+    return {"rank": rank, "group": list(group), "buffers": out}

@@ -1,0 +1,75 @@
+"""Paddle 3.3.1's ZeRO tensor-fusion programs (tests/data/oracle/fusion, made by gen_fusion.py):
+one xz archive a case, ``CASE.VARIANT.rR.SNAPSHOT.ir`` inside; the stage-0 inputs of the LLaMA
+cases are gen_llm.py's (``llm/clip/CASE.s0...``)."""
+
+from __future__ import annotations
+
+import functools
+import io
+import lzma
+import tarfile
+
+import llmdata
+from conftest import DATA
+
+FUSION = DATA / "oracle/fusion"
+CASES = {"mlp_dp2": (0, 1), "mlp_dp4": (0, 1, 2, 3), "mlp_dp2mp2": (0, 1, 2, 3),
+         "llama_dp2": (0, 1), "llama_dp4": (0, 1, 2, 3), "llama_dp2mp2": (0, 1, 2, 3)}
+# variant -> distc shard options (the strategy.sharding settings gen_fusion.py gave Paddle)
+VARIANTS = {"fuse": [], "overlap": ["--overlap"], "buf0": ["--comm-buffer-size", "0"],
+            "release": ["--release-gradients"], "ovrel": ["--overlap", "--release-gradients"]}
+PASS_OPTS = {"fuse": {}, "overlap": {"overlap": True}, "buf0": {"comm_buffer_mb": 0},
+             "release": {"release_gradients": True}, "ovrel": {"overlap": True, "release_gradients": True}}
+
+
+@functools.lru_cache(maxsize=2)
+def archive(case: str) -> dict[str, str]:
+    with tarfile.open(fileobj=io.BytesIO(lzma.decompress((FUSION / f"{case}.tar.xz").read_bytes()))) as tar:
+        return {m.name: tar.extractfile(m).read().decode("utf-8") for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def text(case: str, variant: str, rank: int, snap: str) -> str:
+    """A Paddle program; the LLaMA's stage-0 inputs come from llm/."""
+    if case.startswith("llama") and variant == "s0":
+        return llmdata.get("clip", case, "s0", rank, snap)
+    return archive(case)[f"{case}.{variant}.r{rank}.{snap}.ir"]
+
+
+def canon(t: str) -> str:
+    """Ring ids renamed in order of appearance (Paddle's are a process-wide counter)."""
+    import re
+
+    m: dict[str, int] = {}
+    return re.sub(r"ring_id:(\d+)", lambda g: "ring_id:R%d" % m.setdefault(g.group(1), len(m)), t)
+
+
+def first_difference(a: str, b: str) -> str | None:
+    """None when ``a`` and ``b`` are the same program up to ring ids, else the first line that
+    differs (for the assertion message)."""
+    a, b = canon(a), canon(b)
+    if a == b:
+        return None
+    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
+        if x != y:
+            return f"line {i + 1}:\n- {x[:300]}\n+ {y[:300]}"
+    return f"{len(a.splitlines())} vs {len(b.splitlines())} lines"
+
+
+def check(case: str, variant: str, rank: int) -> dict[str, str | None]:
+    """distc's programs against Paddle's for one rank: ``before`` (the fused program before
+    partition, ``annotate_only``), ``main`` (after reshard), ``startup`` (startup_final), ``dense``."""
+    from distc.pipeline import ShardOptions, ShardPipeline
+    from distc.syntax.parser import parse_program
+
+    src = parse_program(text(case, "s0", rank, "before_partition"))
+    sprog = parse_program(text(case, "s0", rank, "startup_after_remove"))
+    opts = dict(PASS_OPTS[variant], tensor_fusion=True)
+    out: dict[str, str | None] = {}
+    res = ShardPipeline(src.clone(), ShardOptions(annotate_only=True, **opts)).lower(rank, copy=False)
+    out["before"] = first_difference(text(case, variant, rank, "before_partition"), res.text)
+    res = ShardPipeline(src.clone(), ShardOptions(**opts), startup=sprog).lower(rank, copy=False)
+    out["main"] = first_difference(text(case, variant, rank, "after_reshard"), res.text)
+    out["startup"] = first_difference(text(case, variant, rank, "startup_final"), res.startup_text)
+    res = ShardPipeline(src, ShardOptions(dense=True, **opts)).lower(rank, copy=False)
+    out["dense"] = first_difference(text(case, variant, rank, "dense"), res.text)
+    return out

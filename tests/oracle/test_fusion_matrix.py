@@ -1,0 +1,24 @@
+"""Every rank of every tensor-fusion case Paddle 3.3.1 printed (gen_fusion.py: the MLP and the
+LLaMA decoder on dp2, dp4, dp2 x mp2; fused, overlap, one buffer a parameter, released gradients,
+overlap + released gradients): distc's fused program before partition, after reshard, dense and
+startup_final equal Paddle's (ring ids renamed).  The whole matrix takes minutes:
+``make test-oracle`` (run by .ci/run); ``make test`` checks a part (tests/test_tensor_fusion.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+import fusiondata as F  # noqa: E402
+
+CASES = [(c, v, r) for c, ranks in F.CASES.items() for v in F.VARIANTS for r in ranks]
+
+
+@pytest.mark.parametrize("case,variant,rank", CASES)
+def test_every_rank_equals_paddle(case, variant, rank):
+    got = F.check(case, variant, rank)
+    assert got == {"before": None, "main": None, "startup": None, "dense": None}, got
