@@ -173,3 +173,23 @@ def test_ranks_text_summarises_over_16_ranks():
     assert ranks_text(range(4)) == "[0,1,2,3]"
     assert ranks_text(range(0, 65536, 256)) == "[0,256,...,65280] (256 ranks)"
     assert ranks_text([0, 5, 7] + list(range(100, 120))) == "[0,5,7,...,119] (23 ranks)"
+
+
+def test_default_jobs_are_bounded_by_free_memory(monkeypatch):
+    """--all-ranks forks a worker per core only while free memory holds them (about 9x the
+    program each: a 200 MB program on a machine with 1 GB free gets one worker)."""
+    import distc.commands.shard_ranks as sr
+
+    monkeypatch.setattr(sr.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(sr, "available_memory", lambda: 1 << 30)
+    assert sr.default_jobs() == 8 and sr.default_jobs(200 << 20) == 1 and sr.default_jobs(1 << 20) == 8
+    monkeypatch.setattr(sr, "available_memory", lambda: 8 << 30)
+    assert sr.default_jobs(200 << 20) == 4
+    seen = []
+    real = sr.fork_each
+    monkeypatch.setattr(sr, "fork_each", lambda items, work, jobs: seen.append(jobs) or real(items, work, 1))
+    monkeypatch.setattr(sr, "available_memory", lambda: 40 << 20)  # 40 MB free: one worker
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        r = run("shard", ROOT / "samples/mlp_dp2mp2_adamw.ir", "--all-ranks", "-q", "-o", d + "/m{rank}.ir")
+    assert r.exit_code == 0 and seen == [1]

@@ -79,7 +79,8 @@ def _summary(res: RankResult, stage: int, axis) -> None:
 @click.option("--ranks", "rank_list", default=None, metavar="LIST",
               help="these ranks, e.g. 0-3,6 (like --all-ranks, for a subset)")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="worker processes for several ranks  [default: the machine's cores]")
+              help="worker processes for several ranks  [default: the machine's cores, and no more than "
+              "free memory holds: about 9x the program's size each]")
 @click.option("--moe-all-to-all", is_flag=True, help="lower n-d shard-to-shard reshards on one mesh dim through "
               "one all-to-all on its 1-D sub-mesh, as Paddle does under FLAGS_enable_moe_utils=true")
 @click.option("--tensor-fusion", is_flag=True, help="ZeRO-1 with tensor fusion, as Paddle's "

@@ -82,11 +82,51 @@ def select_ranks(known: list[int], wanted: list[range] | None, filename: str | N
     return [k for k in known if any(k in rg for rg in wanted)]
 
 
-def default_jobs() -> int:
+WORKER_BYTES_PER_INPUT_BYTE = 9  # a worker's own memory (copied pages, its rank's program): 131 MB on mlp680's 15 MB
+WORKER_BASE = 32 << 20
+
+
+def default_jobs(input_bytes: int | None = None) -> int:
+    """The machine's cores, and no more workers than its free memory holds (``input_bytes``: the
+    size of the program each worker lowers a copy of; see :func:`memory_jobs`)."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cores = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    if input_bytes is None:
+        return cores
+    return min(cores, memory_jobs(input_bytes) or cores)
+
+
+def memory_jobs(input_bytes: int) -> int | None:
+    """How many workers of a program of ``input_bytes`` the available memory holds (at least 1;
+    None: not known).  Available: the kernel's MemAvailable, or less under a cgroup limit."""
+    avail = available_memory()
+    if avail is None:
+        return None
+    return max(1, avail // (WORKER_BYTES_PER_INPUT_BYTE * input_bytes + WORKER_BASE))
+
+
+def available_memory() -> int | None:
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:  # a container's limit (cgroup v2)
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            left = max(0, int(limit) - used)
+            free = left if free is None else min(free, left)
+    except (OSError, ValueError):
+        pass
+    return free
 
 
 def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targets: dict) -> ShardResult:
@@ -103,7 +143,7 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
                 out.write(startup_t, res.startup_text)
             return res.detached()
 
-        return fork_each(rs, work, jobs or default_jobs())
+        return fork_each(rs, work, jobs or default_jobs(_input_bytes(pipe.program)))
 
     try:
         result = pipe.run(ranks, each=each)
@@ -115,6 +155,14 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
         raise
     out.commit()
     return result
+
+
+def _input_bytes(prog) -> int:
+    """The size of the program a worker lowers: its file's (else its ops' source lines')."""
+    try:
+        return os.path.getsize(prog.filename)
+    except (OSError, TypeError, ValueError):
+        return sum(len(op.src or "") + 1 for op in prog.walk())
 
 
 def spread(values: dict[int, int]) -> str:

@@ -84,15 +84,78 @@ class StrAttr:
         return f'"{self.raw}"'
 
 
-@dataclass(frozen=True, slots=True)
 class ArrayAttr:
-    elements: tuple["Attribute", ...]
+    """``[a,b,...]``: a tuple of attributes.  A long list of plain numbers is kept as the text it
+    was read from (:meth:`packed`) and its elements are made each time they are asked for: a
+    10 MB integer array costs 10 MB, not the 200 MB of a million attribute objects."""
+
+    __slots__ = ("_elements", "_text", "_kind", "_hash")
+    PACK = 4096  # lists read from texts at least this long are kept packed
+
+    def __init__(self, elements: tuple["Attribute", ...] = ()) -> None:
+        object.__setattr__(self, "_elements", tuple(elements))
+        object.__setattr__(self, "_text", None)
+        object.__setattr__(self, "_kind", None)
+        object.__setattr__(self, "_hash", None)
+
+    @classmethod
+    def packed(cls, text: str, kind: str) -> "ArrayAttr":
+        """The list ``[text]`` of numbers as spelt (``kind``: ``int``, each an IntAttr; ``number``,
+        each what :func:`number_attr` makes of it)."""
+        a = cls.__new__(cls)
+        for k, v in (("_elements", None), ("_text", text), ("_kind", kind), ("_hash", None)):
+            object.__setattr__(a, k, v)
+        return a
+
+    def __setattr__(self, key, value) -> None:
+        raise AttributeError(f"ArrayAttr is immutable ({key})")
+
+    @property
+    def elements(self) -> tuple["Attribute", ...]:
+        if self._elements is not None:
+            return self._elements
+        parts = self._text.split(",")
+        if self._kind == "int":
+            return tuple(IntAttr(int(x)) for x in parts)
+        return tuple(number_attr(x) for x in parts)
+
+    @property
+    def is_packed(self) -> bool:
+        return self._text is not None
+
+    def __len__(self) -> int:
+        return len(self._elements) if self._elements is not None else self._text.count(",") + 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArrayAttr):
+            return NotImplemented
+        if self._text is not None and other._text is not None and self._kind == other._kind:
+            return self._text == other._text
+        if len(self) != len(other):
+            return False
+        return self.elements == other.elements
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash(self.elements)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __repr__(self) -> str:
+        return f"ArrayAttr({self.elements!r})" if self._text is None else f"ArrayAttr.packed({len(self)} numbers)"
 
     def __str__(self) -> str:
+        if self._text is not None:
+            return "[" + self._text + "]"
         return "[" + ",".join(str(e) for e in self.elements) + "]"
 
     @property
     def value(self) -> list:
+        if self._text is not None:
+            if self._kind == "int":
+                return list(map(int, self._text.split(",")))
+            return [e.value for e in self.elements]
         return [getattr(e, "value", e) for e in self.elements]
 
 

@@ -9,6 +9,7 @@ untouched parts of a program print back byte for byte and fast.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from .attrs import Attribute
@@ -21,7 +22,9 @@ class Value:
 
     def __init__(self, type: Type, name: str | None = None) -> None:
         self._type = type
-        self.uses: list[tuple[Operation, int]] = []
+        # (no uses yet: a shared empty tuple until the first, a list from then on: a program of
+        # 800,000 values is 800,000 lists otherwise; only this module changes use lists)
+        self.uses: list[tuple[Operation, int]] | tuple = ()
         self.name = name  # the source spelling without '%', or None for new values
         self._pname: str | None = None  # set by the printer
 
@@ -72,13 +75,28 @@ class Value:
         return f"<{type(self).__name__} %{self.name} : {self._type}>"
 
 
-class OpResult(Value):
-    __slots__ = ("op", "index")
+def _add_use(v: Value, op: "Operation", idx: int) -> None:
+    if v.uses:
+        v.uses.append((op, idx))
+    else:
+        v.uses = [(op, idx)]
 
-    def __init__(self, op: "Operation", index: int, type: Type, name: str | None = None) -> None:
+
+class OpResult(Value):
+    __slots__ = ("op",)
+
+    def __init__(self, op: "Operation", type: Type, name: str | None = None) -> None:
         super().__init__(type, name)
         self.op = op
-        self.index = index
+
+    @property
+    def index(self) -> int:
+        """The result's place among its op's results (found, not stored: an op of 800,000 results
+        would hold 800,000 more numbers; ops have a few)."""
+        results = self.op.results
+        if results and results[0] is self:
+            return 0
+        return results.index(self)
 
     @property
     def owner(self) -> "Operation":
@@ -107,7 +125,7 @@ class BlockArgument(Value):
 class Operation:
     __slots__ = (
         "name", "op_id", "_operands", "operand_keywords", "results", "_attrs", "regions", "parent",
-        "loc", "src", "indent", "pre", "dirty", "sig", "_prev", "_next", "__weakref__",
+        "_line", "_col", "src", "indent", "pre", "dirty", "sig", "_prev", "_next", "__weakref__",
     )
 
     def __init__(
@@ -125,17 +143,20 @@ class Operation:
     ) -> None:
         self.name = name
         self.op_id = op_id
-        self._operands: list[Value | None] = []
+        self._operands: list[Value | None] | tuple = ()  # a list from the first operand on
         self.operand_keywords = operand_keywords
-        names = result_names or [None] * len(result_types)
-        self.results = [OpResult(self, i, t, n) for i, (t, n) in enumerate(zip(result_types, names))]
+        names = result_names or repeat(None)
+        self.results = [OpResult(self, t, n) for t, n in zip(result_types, names)]
         self._attrs: dict[str, Attribute] = attrs if isinstance(attrs, dict) else dict(attrs or {})
-        self.regions: list[Region] = []
+        # (no regions, no lines before: one shared empty tuple, not a list an op: a program of a
+        # million ops is a million of them)
+        self.regions: list[Region] | tuple = ()
         self.parent: Block | None = None
-        self.loc: tuple[int, int] | None = None
+        self._line: int | None = None  # ``loc``, as two numbers (a tuple an op is 56 bytes more)
+        self._col: int | None = None
         self.src: str | None = None  # the source line, printed as is while the op is clean
         self.indent: str | None = None
-        self.pre: list[str] = []  # comment and blank lines before the op
+        self.pre: list[str] | tuple = ()  # comment and blank lines before the op
         self.dirty = True
         self.sig = sig  # "full": ': (in) -> out'; "results": '-> out' only (pd_op.if)
         self._prev: Operation | None = None  # neighbours in the parent block's list
@@ -145,12 +166,23 @@ class Operation:
         for r in regions:
             self.add_region(r)
 
+    @property
+    def loc(self) -> tuple[int, int] | None:
+        """(line, column) of the op in its source, or None for a new op."""
+        return None if self._line is None else (self._line, self._col)  # type: ignore[return-value]
+
+    @loc.setter
+    def loc(self, loc: tuple[int, int] | None) -> None:
+        self._line, self._col = (None, None) if loc is None else loc
+
     # -- operands ----------------------------------------------------------------------------
     def _add_operand(self, v: Value | None) -> None:
         idx = len(self._operands)
+        if not idx:
+            self._operands = []
         self._operands.append(v)
         if v is not None:
-            v.uses.append((self, idx))
+            _add_use(v, self, idx)
 
     @property
     def operands(self) -> tuple[Value | None, ...]:
@@ -171,7 +203,7 @@ class Operation:
             old.uses.remove((self, i))
         self._operands[i] = v
         if v is not None:
-            v.uses.append((self, i))
+            _add_use(v, self, i)
         self.dirty = True
 
     def set_operands(self, values: Sequence[Value | None]) -> None:
@@ -240,6 +272,8 @@ class Operation:
     # -- structure ---------------------------------------------------------------------------
     def add_region(self, r: "Region") -> None:
         r.parent = self
+        if not self.regions:
+            self.regions = []
         self.regions.append(r)
 
     @property

@@ -39,6 +39,8 @@ class _Printer:
         elif self.style.renumber:
             pn = str(self.counter)
             self.counter += 1
+            if pn == n:
+                pn = n  # the name it has: one string, not two (a million values, a million strings)
         elif n is not None:
             pn = n
         else:

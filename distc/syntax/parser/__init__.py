@@ -21,6 +21,7 @@ from ...ir.core import Program
 from ...ir.style import Style
 from ..diagnostics import DiagnosticError
 from .fast import FastParser, _Fallback, _Resume
+from .leaves import Refused, check_nesting
 from .full import FullParser
 from .names import Builder
 from .programs import normalize_newlines, program_core, program_spans, span_lines
@@ -132,16 +133,23 @@ def _parse_one(text: str, filename, fast: bool, progress, newline: str) -> Progr
             prog = _FAST.parse(text, filename, progress)
         except _Resume as r:  # the grammar reads on from the line the fast path does not know
             try:
+                try:
+                    check_nesting(text[r.offset:])  # (what the grammar reads: it starts on a line)
+                except Refused as e:
+                    e.line += r.line
+                    raise
                 prog = FullParser().resume(text, r)
             except DiagnosticError as e:
                 raise e.located(filename, text) from None
             except Exception:  # noqa: BLE001 - the grammar reads the whole text instead
                 prog = None
+        except Refused as e:  # what no program holds: said at once, the grammar would say it slowly
+            raise e.located(filename, text) from None
         except (_Fallback, DiagnosticError, Exception):  # noqa: BLE001 - the grammar decides
             prog = None
     if prog is None:
         try:
-            prog = FullParser().parse(text, filename)
+            prog = FullParser().parse(check_nesting(text), filename)
         except DiagnosticError as e:
             raise e.located(filename, text) from None
     prog.style = detect_style(text, prog)

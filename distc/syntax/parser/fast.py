@@ -6,9 +6,13 @@ reads the whole text instead."""
 from __future__ import annotations
 
 import re
+from sys import intern
 
 from ...ir.core import Block, Program, Region
-from .leaves import _BRACES, _fast_op_dist, _fast_type_list, _simple_item, _split_general
+from .leaves import (
+    _BRACES, MAX_NESTING, Refused, _fast_op_dist, _fast_type_list, _number_list, _simple_item, _split_general,
+    check_nesting,
+)
 from .names import Builder
 
 
@@ -84,13 +88,41 @@ _CACHE_TEXT = 1 << 16  # longer attribute texts are not kept in the caches (a 20
 _TRAILING_COMMENT = re.compile(r"[ \t]*//[^\n]*$")
 
 
+class _Cache(dict):
+    """Parsed pieces by spelling.  It starts small and doubles while its spellings come back (a
+    real dump repeats most of its attribute texts); when it is full and they did not, it starts
+    over: a million distinct ops keep a few thousand spellings, not a million (a copy of each
+    op's attribute text)."""
+
+    def __init__(self, size: int = 1 << 11, most: int = 1 << 16) -> None:
+        super().__init__()
+        self.size, self.most, self.hits = size, most, 0
+
+    def hit(self, key):
+        v = self.get(key)
+        if v is not None:
+            self.hits += 1
+        return v
+
+    def keep(self, key, value) -> None:
+        if len(key) >= _CACHE_TEXT:
+            return
+        if len(self) >= self.size:
+            if self.hits * 16 >= len(self) and self.size < self.most:
+                self.size *= 2  # they come back: keep them all
+            else:
+                self.clear()
+            self.hits = 0
+        self[key] = value
+
+
 class FastParser:
     """Line-at-a-time parser for ordinary dumps, with caches shared across calls."""
 
     def __init__(self) -> None:
-        self.types: dict[str, list] = {}
-        self.attr_dicts: dict[str, dict] = {}
-        self.items: dict[str, tuple] = {}
+        self.types = _Cache()
+        self.attr_dicts = _Cache()
+        self.items = _Cache()
         self.dist: dict[str, object] = {}
         self._lark_inst = None
 
@@ -101,45 +133,45 @@ class FastParser:
         return self._lark_inst
 
     def type_list(self, text: str) -> list:
-        t = self.types.get(text)
+        t = self.types.hit(text)
         if t is None:
             if not text:
                 t = []
             else:
                 t = _fast_type_list(text)
                 if t is None:
-                    t = self._lark.parse(text, start="type_list")
-            self.types[text] = t
+                    t = self._lark.parse(check_nesting(text), start="type_list")
+            self.types.keep(text, t)
         return t
 
     def attr_dict(self, text: str) -> dict:
-        d = self.attr_dicts.get(text)
+        d = self.attr_dicts.hit(text)
         if d is not None:
             return d
         d = {}
-        for item in self._split_items(text):
-            kv = self.items.get(item)
+        for item in self._split_items(check_nesting(text)):
+            kv = self.items.hit(item)
             if kv is None:
                 kv = self._item(item)
             k, v = kv
             if k in d:
                 raise _Fallback
             d[k] = v
-        if len(self.attr_dicts) < 200_000 and len(text) < _CACHE_TEXT:
-            self.attr_dicts[text] = d
+        self.attr_dicts.keep(text, d)
         return d
 
     def _item(self, item: str) -> tuple:
         kv = _simple_item(item)
+        if kv is None:
+            kv = _number_list(item)
         if kv is None and item.startswith("op_dist_attr:{"):
             od = _fast_op_dist(item[13:])
             if od is not None:
                 kv = "op_dist_attr", od
         if kv is None:
-            k, v, _tok = self._lark.parse(item, start="attr")
+            k, v, _tok = self._lark.parse(check_nesting(item), start="attr")
             kv = k, v
-        if len(self.items) < 100_000 and len(item) < _CACHE_TEXT:
-            self.items[item] = kv
+        self.items.keep(item, kv)
         return kv
 
     @staticmethod
@@ -220,13 +252,19 @@ class FastParser:
                     span = line.count("\n") + 1
             if m is not None:
                 ind, res, name, oid, opnds, attrs, tin, tout = m
+                m = None
+                name, ind = intern(name), intern(ind)  # one string for every op of a name, an indent
                 try:
+                    t_in, t_out = types(tin), types(tout or "")
+                    tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)
                     op = b.build(
-                        [(r[1:], i + 1, 0) for r in _tokens(_RESULTS, res)] if res else [],
+                        _Named(_RESULTS, res, i + 1) if res else [],
                         name, int(oid) if oid else None,
-                        [(None if o == "<<NULL VALUE>>" else o[1:], None, i + 1, 0) for o in _tokens(_OPERANDS, opnds)] if opnds else [],
-                        attr_dict(attrs), types(tin), types(tout or ""), "full", (), i + 1, len(ind) + 1,
+                        _Named(_OPERANDS, opnds, i + 1, True) if opnds else [],
+                        attr_dict(attrs), t_in, t_out, "full", (), i + 1, len(ind) + 1,
                     )
+                except Refused as e:
+                    raise _in_line(e, line, i + 1) from None
                 except Exception:  # noqa: BLE001 - a line it cannot read: the grammar reads on from it
                     if stack:
                         raise
@@ -250,8 +288,11 @@ class FastParser:
                 continue
             m = REG(line)
             if m is not None:
-                if len(stack) >= 100:
-                    raise _Fallback  # too deep: the grammar says where
+                if len(stack) >= MAX_NESTING:  # at the first line inside the region that is too deep
+                    e2 = find("\n", pos)
+                    nxt = text[pos: e2 if e2 >= 0 else n]
+                    raise Refused(f"regions nested more than {MAX_NESTING} deep (Paddle nests a few)", i + 1,
+                                  len(nxt) - len(nxt.lstrip(" \t")) + 1)
                 stack.append((m.groups(), [], block, line, pre, i))
                 pre = []
                 region = Region()
@@ -285,11 +326,13 @@ class FastParser:
                 regions[-1].close_src = line
                 try:
                     op = b.build(
-                        [(r[1:], hline_no, 0) for r in _tokens(_RESULTS, res)] if res else [],
+                        _Named(_RESULTS, res, hline_no) if res else [],
                         name, int(oid) if oid else None,
-                        [(None if o == "<<NULL VALUE>>" else o[1:], None, hline_no, 0) for o in _tokens(_OPERANDS, opnds)] if opnds else [],
+                        _Named(_OPERANDS, opnds, hline_no, True) if opnds else [],
                         attr_dict(attrs), None, types(tout), "results", regions, hline_no, len(ind) + 1,
                     )
+                except Refused as e:
+                    raise _in_line(e, hline, hline_no) from None
                 except Exception:  # noqa: BLE001 - as for an op line
                     if stack:
                         raise
@@ -316,6 +359,14 @@ class FastParser:
         return prog
 
 
+def _in_line(e: Refused, line: str, line_no: int) -> Refused:
+    """A :class:`Refused` found in a piece of an op line, located in the file."""
+    at = line.find(e.where) if e.where else -1
+    e.col = at + (e.col or 1) if at >= 0 and e.line == 1 else None
+    e.line = line_no + (e.line - 1 if at >= 0 and e.line else 0)
+    return e
+
+
 _OP_START = re.compile(r'\n(?=[ \t]*\([^()\n]*\) = "|[ \t]*\})')
 
 
@@ -337,12 +388,34 @@ def _joined(text: str, pos: int, e: int, OP):
 
 
 _V = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
-_RESULTS = re.compile(f"{_V}(?:, {_V})*")  # one check for the whole list, not one per value
-_OPERANDS = re.compile(f"(?:{_V}|<<NULL VALUE>>)(?:, (?:{_V}|<<NULL VALUE>>))*")
+_ONE_VALUE = re.compile(r"%([^\s,()\[\]{}<>=:]+)")
+_ONE_OPERAND = re.compile(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
+# one check for the whole list, not one per value; possessive (*+): no backtracking state kept per
+# item (a list of 800,000 results took 30x its size in the regex engine's stack)
+_RESULTS = re.compile(f"{_V}(?:, {_V})*+")
+_OPERANDS = re.compile(f"(?:{_V}|<<NULL VALUE>>)(?:, (?:{_V}|<<NULL VALUE>>))*+")
 
 
-def _tokens(pattern: re.Pattern, text: str) -> list[str]:
-    if pattern.fullmatch(text) is None:
-        raise _Fallback
-    return text.split(", ")
+class _Named:
+    """The ``(name, line, col)`` of each result (operands: ``(name, None, line, col)``) of an op
+    line, read one at a time as the builder asks for them: an op of 800,000 results is not a list
+    of 800,000 tuples and names at once."""
 
+    __slots__ = ("text", "line", "operands")
+
+    def __init__(self, pattern: re.Pattern, text: str, line: int, operands: bool = False) -> None:
+        if pattern.fullmatch(text) is None:
+            raise _Fallback
+        self.text, self.line, self.operands = text, line, operands
+
+    def __len__(self) -> int:
+        return self.text.count(", ") + 1
+
+    def __iter__(self):
+        line = self.line
+        if self.operands:
+            for m in _ONE_OPERAND.finditer(self.text):
+                yield (m.group(1), None, line, 0)
+        else:
+            for m in _ONE_VALUE.finditer(self.text):
+                yield (m.group(1), line, 0)

@@ -5,25 +5,63 @@ grammar reads that instead; ``tests/test_parser_paths.py`` holds them to the gra
 from __future__ import annotations
 
 import re
+from itertools import accumulate
 
 from ...ir import attrs as A
 from ...ir.dist import (
     ATTR_NULL, EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr, null_dist_attr,
 )
 from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType
+from ..diagnostics import DiagnosticError, line_col
 
 _number = A.number_attr
 
 
 _SIMPLE_ITEM = re.compile(
-    r'([A-Za-z_]\w*):(?:(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*)\]'
-    r'|\[(-?\d+(?:,-?\d+)*)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
+    r'([A-Za-z_]\w*):(?:(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*+)\]'
+    r'|\[(-?\d+(?:,-?\d+)*+)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
     r'|([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+](?:inf|nan)))',
     re.S,
 )
 
 
 _STR_ITEM = re.compile(r'([A-Za-z_]\w*):"')
+
+
+MAX_NESTING = 100  # brackets inside brackets (Paddle nests a few): deeper is an error, not minutes of work
+
+
+class Refused(DiagnosticError):
+    """Text no program holds (brackets or regions nested over a hundred deep): an error at once,
+    not the grammar's slow way to the same end.  ``where``: the piece of an op line it was found
+    in (line and column are then within that piece)."""
+
+    where: str | None = None
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*+"')
+_DEPTH = str.maketrans({"[": "\x01", "{": "\x01", "(": "\x01", "]": "\xff", "}": "\xff", ")": "\xff"})
+_NOT_BRACKET = re.compile(r"[^\[\]{}()]+")
+
+
+def check_nesting(text: str, limit: int = MAX_NESTING) -> str:
+    """``text``, if its brackets (strings aside) nest at most ``limit`` deep; else :class:`Refused`
+    located at the bracket that goes deeper (line and column within ``text``).  Linear, in C."""
+    if text.count("[") + text.count("{") + text.count("(") <= limit:
+        return text
+    bare = _STRING.sub(lambda m: " " * len(m.group()), text) if '"' in text else text
+    steps = _NOT_BRACKET.sub("", bare).translate(_DEPTH).encode("latin-1")
+    if max(accumulate(memoryview(steps).cast("b")), default=0) <= limit:
+        return text
+    depth = 0
+    for m in re.finditer(r"[\[\]{}()]", bare):
+        depth += 1 if m.group() in "[{(" else -1
+        if depth > limit:
+            line, col = line_col(text, m.start())
+            e = Refused(f"brackets nested more than {limit} deep (Paddle nests a few)", line, col)
+            e.where = text
+            raise e
+    return text
 
 
 def _simple_item(item: str):
@@ -54,8 +92,25 @@ def _simple_item(item: str):
     if num is not None:
         return key, _number(num)
     if il is not None:
+        if len(il) >= A.ArrayAttr.PACK:  # a long list stays its text (see ArrayAttr)
+            return key, A.ArrayAttr.packed(il, "int")
         return key, A.ArrayAttr(tuple(A.IntAttr(int(x)) for x in il.split(",")))
     return key, A.ArrayAttr(())
+
+
+_NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
+_NUMBER_LIST = re.compile(rf"([A-Za-z_]\w*):\[((?>{_NUMBER})(?:,(?>{_NUMBER}))*+)\]")
+
+
+def _number_list(item: str):
+    """A long list of numbers (``values:[0.5,1,2e-05,...]``, floats among them), packed: the grammar
+    would make a million objects of it at a few hundred KB/s."""
+    if len(item) < A.ArrayAttr.PACK:
+        return None
+    m = _NUMBER_LIST.fullmatch(item)
+    if m is None or m.group(1) == "op_dist_attr":
+        return None
+    return m.group(1), A.ArrayAttr.packed(m.group(2), "number")
 
 
 
@@ -132,13 +187,17 @@ def _fast_type_list(text: str):
     out = []
     pos = 0
     n = len(text)
-    known: dict = {}
+    known: dict = {}  # meshes, and types by spelling (a list of 800,000 equal types is one object)
     while pos < n:
         m = _TYPE.match(text, pos)
         if m is None:
             return None
         dshape, ddtype, prefix, shape, dtype, null, sep = m.group(1, 2, 8, 9, 10, 11, 12)
-        if null:
+        spelling = text[pos:m.end() - len(sep)]
+        same = known.get(spelling)
+        if same is not None:
+            out.append(same)
+        elif null:
             out.append(NULL_TYPE)
         elif prefix is not None:
             if prefix in ("vec", "pd_dist.tensor"):
@@ -151,13 +210,15 @@ def _fast_type_list(text: str):
             if attr is None or len(attr.dims_mapping) != len(dims) or not attr.mesh.shape:
                 return None
             out.append(DistTensorType(dims, ddtype, attr))
+        if same is None:
+            known[spelling] = out[-1]
         pos = m.end()
         if not sep and pos < n:
             return None
     return out
 
 
-_OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?:operand|result)\(\d+\):\{[^{}]*\})*)"
+_OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?:operand|result)\(\d+\):\{[^{}]*\})*+)"
                  r"(?:,chunk_id:(-?\d+))?\}")
 _OD_ENTRY = re.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
 
@@ -216,6 +277,8 @@ def _fast_op_dist(text: str):
 
 
 _SCAN = re.compile(r'["{}\[\]()<>,]')
+_FLAT = {"[": re.compile(r'[^"{}\[\]()<>]*\]'), "{": re.compile(r'[^"{}\[\]()<>]*\}'),
+         "(": re.compile(r'[^"{}\[\]()<>]*\)')}
 _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 _AFTER_STRING = ",}]"
 
@@ -262,6 +325,10 @@ def _split_general(text: str) -> list[str]:
             pos = end
             continue
         if c in "{[(<":
+            flat = _FLAT.get(c)
+            if flat is not None and (f := flat.match(text, pos)) is not None:
+                pos = f.end()  # a bracket holding no bracket or string: skipped whole (a long list)
+                continue
             depth += 1
         elif c in "}])>":
             depth -= 1
