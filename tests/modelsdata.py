@@ -60,12 +60,13 @@ def mesh_dims(case: str) -> tuple[str, ...]:
 
 
 def cases(model: str | None = None) -> list[tuple[str, str, int]]:
-    """(model, case, rank) of every stage-0 program."""
+    """(model, case, rank) of every stage-0 program (not the gradient-merge ones, ``*_gm``: their
+    dense and startup programs are after Paddle's gradient-merge pass)."""
     out = []
     for m in ([model] if model else models()):
         for n in archive(m):
             g = _NAME.match(n)
-            if g and g.group(3) == "s0" and g.group(5) == "before_partition":
+            if g and g.group(3) == "s0" and g.group(5) == "before_partition" and not g.group(2).endswith("_gm"):
                 out.append((g.group(1), g.group(2), int(g.group(4))))
     return sorted(out)
 

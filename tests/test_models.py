@@ -130,8 +130,9 @@ def test_paddle_refusals_are_lowered(tmp_path):
         for name in M.names(model):
             if name.endswith(".error.txt"):
                 case, stage, r = name.split("/")[1].split(".")[:3]
-                failed.append((model, case, stage, int(r[1:])))
-    assert len([f for f in failed if f[0] == "vit"]) == 18
+                if M.has(model, case, "s0", int(r[1:]), "before_partition"):  # (a crash at stage 0: no input)
+                    failed.append((model, case, stage, int(r[1:])))
+    assert len(failed) == len([f for f in failed if f[0] == "vit"]) == 18
     assert all("get_defining_op" in M.error(*f) or "Expected start <= end" in M.error(*f) for f in failed)  # type: ignore[operator]
     for model, case, stage, rank in failed:
         got = run_stage(model, case, rank, stage)
@@ -146,3 +147,75 @@ def test_vit_default_differs_from_paddle_where_paddle_is_wrong():
     want = M.get("vit", "vit_dp2_adamw", "s0", 0, "after_reshard")
     assert canon(got) != canon(want)
     assert got.count('"pd_op.all_gather"') == want.count('"pd_op.all_gather"') + 1
+
+
+# ------------------------------------------------------------------------------ PaddleFormers
+@pytest.mark.parametrize("model", ["pfllama", "pfqwen2"])
+def test_paddleformers_programs_hold_attr_null_operands(model):
+    """PaddleFormers' LlamaForCausalLM / Qwen2 (tiny config, parallelized as the library's trainer
+    does): RoPE's concat of in-program ``arange`` values has ``operand(0):{<#AttrNull>}`` (a whole
+    entry: Paddle prints the vector form ``{[...,<#AttrNull>]}`` only for a null element of an
+    array attribute, which these programs do not hold); read, printed back, sharded (parity above)."""
+    text = M.get(model, f"{model}_dp2mp2_adamw", "s0", 0, "before_partition")
+    assert '"pd_op.concat"' in text and "operand(0):{<#AttrNull>}" in text
+    assert str(parse(text, "pf.ir")) == text
+    assert M.stages(model, f"{model}_dp2mp2_adamw", 0) == ["s0", "s1", "s3"]
+
+
+# ------------------------------------------------------------------------------ gradient merge
+def test_gradient_merge_dist_program_reads_and_prints_back():
+    """Paddle's dist program after its gradient-merge pass (GPT-2, dp2 x mp2, k_steps 2): each
+    ``pd_op.add_ {grad_merge_add:true}`` carries the op_dist_attr of its gradient's producer (3
+    operand entries, a rank-3 dims mapping on a rank-2 tensor): it reads, prints back byte for byte
+    and passes the verifier."""
+    from distc.analysis.verify import verify
+
+    text = M.archive("gpt2")["gpt2/gpt2_dp2mp2_adamw_gm.s0.r0.dist_final.ir"].decode()
+    prog = parse(text, "gm.ir")
+    assert str(prog) == text
+    adds = [op for op in prog.walk() if op.attr("grad_merge_add") is not None]
+    odd = [op for op in adds if len(op.dist_attr.operands) != op.num_operands]
+    assert adds and odd
+    verify(prog)
+
+
+# ------------------------------------------------------------------------------ every optimizer
+OPTS = ["adam", "momentum", "lamb", "adagrad", "rmspropc", "adamax", "adadelta"]
+
+
+def test_every_optimizer_has_paddles_stage0_program():
+    """Not wrapped by shard_optimizer (Paddle refuses all but AdamW and SGD there), every optimizer
+    of distc's table gives Paddle's plain data-parallel program, every rank of dp4 and dp2 x mp2
+    (test_model_parity); RMSProp without ``centered`` crashes Paddle 3.3.1 (a C++ length_error)."""
+    for opt in OPTS:
+        for mesh in ("dp4", "dp2mp2"):
+            assert [r for m, c, r in M.cases("mlp") if c == f"mlp_{mesh}_{opt}"] == [0, 1, 2, 3]
+    for mesh in ("dp4", "dp2mp2"):
+        for r in range(4):
+            assert "cannot create std::vector larger than max_size()" in M.error("mlp", f"mlp_{mesh}_rmsprop", "s0", r)
+
+
+def _shard_verify(tmp_path, case: str, stage: int):
+    from click.testing import CliRunner
+
+    from distc.cli import main
+
+    src = M.write(tmp_path, "mlp", case, "s0", 0, "before_partition")
+    st = M.write(tmp_path, "mlp", case, "s0", 0, "startup_after_remove")
+    args = ["shard", str(src), "--stage", str(stage), "--all-ranks", "--axis", "dp",
+            "--mesh-dims", ",".join(M.mesh_dims(case)), "-q", "--verify", "-j", "1",
+            "-o", str(tmp_path / f"{case}.s{stage}.r{{rank}}.ir"),
+            "--startup", str(st), "--startup-out", str(tmp_path / f"{case}.s{stage}.st.r{{rank}}.ir")]
+    return CliRunner().invoke(main, args)
+
+
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("stage", [1, 3])
+def test_every_optimizer_zero_is_proven(tmp_path, opt, stage):
+    """ZeRO-1 and ZeRO-3 of Paddle's own stage-0 programs (dp2 x mp2, every rank, main and startup)
+    equal the serial step (``distc shard --verify``), the states sharded."""
+    case = f"mlp_dp2mp2_{opt}"
+    out = _shard_verify(tmp_path, case, stage)
+    assert out.exit_code == 0 and "verify: EQUAL" in out.stderr and "verify startup: EQUAL" in out.stderr, out.output
+    text = (tmp_path / f"{case}.s{stage}.r0.ir").read_text()
+    assert "Shard(dim=0), Shard(dim=1)" in text  # a state sharded over dp on top of mp

@@ -19,6 +19,7 @@ seeded inputs; what a step leaves behind is compared.
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -103,6 +104,9 @@ def _int_bound(v: Value) -> int | None:
     return bound
 
 
+_NONNEGATIVE = ("mean_square", "inf_norm", "avg_squared")
+
+
 def make_inputs(prog: Program, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random global values for every named input of ``prog`` (one generator per name,
     so a value does not depend on which other inputs exist)."""
@@ -127,8 +131,14 @@ def make_inputs(prog: Program, seed: int = 0) -> dict[str, np.ndarray]:
             out[name] = rng.uniform(0.5, 0.95, size=shape)
         elif "learning_rate" in low or low.startswith("lr"):
             out[name] = rng.uniform(1e-3, 1e-2, size=shape)
-        elif "moment2" in low or "velocity" in low and False:
+        elif "moment2" in low:
             out[name] = np.abs(rng.standard_normal(shape)) * 0.1
+        elif any(k in low for k in _NONNEGATIVE) or re.search(r"_moment_\d+$", low):
+            # second moments of the other optimizers (RMSProp's mean_square, Adamax's inf_norm,
+            # Adadelta's averages, Adagrad's moment): never negative in training
+            out[name] = np.abs(rng.standard_normal(shape)) * 0.1 + 0.1
+        elif "mean_grad" in low:  # RMSProp (centered): mean_grad^2 <= mean_square
+            out[name] = rng.standard_normal(shape) * 0.02
         else:
             out[name] = rng.standard_normal(shape) * 0.5
     return out

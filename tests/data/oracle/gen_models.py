@@ -340,13 +340,14 @@ def make_optimizer(name, params):
         "momentum": lambda: o.Momentum(learning_rate=lr, momentum=0.9, parameters=params),
         "lamb": lambda: o.Lamb(learning_rate=lr, lamb_weight_decay=0.01, parameters=params),
         "adagrad": lambda: o.Adagrad(learning_rate=lr, parameters=params),
-        "rmsprop": lambda: o.RMSProp(learning_rate=lr, parameters=params),
+        "rmsprop": lambda: o.RMSProp(learning_rate=lr, parameters=params),  # Paddle 3.3.1 crashes
+        "rmspropc": lambda: o.RMSProp(learning_rate=lr, centered=True, parameters=params),
         "adamax": lambda: o.Adamax(learning_rate=lr, parameters=params),
         "adadelta": lambda: o.Adadelta(learning_rate=lr, parameters=params),
     }[name]()
 
 
-OPTIMIZERS = ["adamw", "sgd", "adam", "momentum", "lamb", "adagrad", "rmsprop", "adamax", "adadelta"]
+OPTIMIZERS = ["adamw", "sgd", "adam", "momentum", "lamb", "adagrad", "rmsprop", "rmspropc", "adamax", "adadelta"]
 WRAPPED = {"adamw", "sgd", "adamw_gm"}  # what dist.shard_optimizer accepts
 
 
