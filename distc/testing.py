@@ -8,10 +8,12 @@
 
 The comparison is ``distc diff``'s: equal up to a consistent renaming of value names and ring ids
 (``exact_rings=True`` compares ring ids as numbers; ``ignore_attrs`` drops attributes).  On a
-difference the assertion message is the diff report (ops, lines, attribute changes).  With the
-environment variable ``DISTC_UPDATE_GOLDEN=1`` (or ``update=True``) the golden file is
-(re)written with the program's text instead, whole, and the check passes; review the change with
-``git diff`` before committing it.
+difference the assertion message is the diff report (ops, lines, attribute changes), and pytest
+shows that report, not this helper's code.  With the environment variable ``DISTC_UPDATE_GOLDEN=1``
+(or ``update=True``) a golden file that differs (or is missing, or does not parse) is rewritten
+with the program's text, whole, and the check passes; a golden file equal to the program (up to
+value names and ring ids) is left as it is, byte for byte as reviewed.  Review the changes with
+``git diff`` before committing them.
 """
 
 from __future__ import annotations
@@ -35,27 +37,37 @@ def assert_matches_golden(program_or_text: Program | str, path: str | os.PathLik
                           exact_rings: bool = False, ignore_attrs: tuple[str, ...] = (),
                           update: bool | None = None) -> None:
     """Assert that a program equals the golden file at ``path`` (see the module docstring)."""
+    __tracebackhide__ = True  # pytest: the report is the message, not this function's code
     path = os.fspath(path)
     text = program_or_text if isinstance(program_or_text, str) else str(program_or_text)
+    try:
+        actual = parse(text, "<actual>")
+    except DiagnosticError as e:
+        raise AssertionError("the program does not parse:\n" + e.located("<actual>", text).render()) from None
+    report = _differs(actual, path, exact_rings, ignore_attrs)
+    if report is None:
+        return
     if update if update is not None else update_requested():
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with Outputs() as out:
             out.write(out.add("golden file", path), text)
             out.commit()
         return
+    raise AssertionError(report)
+
+
+def _differs(actual: Program, path: str, exact_rings: bool, ignore_attrs) -> str | None:
+    """None if the golden file at ``path`` equals ``actual``, else what differs."""
     if not os.path.exists(path):
-        raise AssertionError(f"{path}: no golden file; create it with {UPDATE_ENV}=1")
-    try:
-        actual = parse(text, "<actual>")
-    except DiagnosticError as e:
-        raise AssertionError("the program does not parse:\n" + e.located("<actual>", text).render()) from None
+        return f"{path}: no golden file; create it with {UPDATE_ENV}=1"
     with open(path, encoding="utf-8", newline="") as f:
         golden_text = f.read()
     try:
         golden = parse(golden_text, path)
     except DiagnosticError as e:
-        raise AssertionError("the golden file does not parse:\n" + e.located(path, golden_text).render()) from None
+        return "the golden file does not parse:\n" + e.located(path, golden_text).render()
     res = diff_programs(golden, actual, exact_rings=exact_rings, ignore_attrs=tuple(ignore_attrs))
-    if not res.equal:
-        raise AssertionError(f"program differs from golden file {path} "
-                             f"(rewrite it with {UPDATE_ENV}=1):\n" + render_text(res, path, "<actual>", None))
+    if res.equal:
+        return None
+    return (f"program differs from golden file {path} (rewrite it with {UPDATE_ENV}=1):\n"
+            + render_text(res, path, "<actual>", None))

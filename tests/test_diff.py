@@ -257,3 +257,58 @@ def test_several_programs_per_file_reshard_all_ranks_output_reads_back(tmp_path)
     assert doc["programs"] == {"a": 4, "b": 3} and doc["equal"] is False and len(doc["reports"]) == 3
     r = distc("diff", a, tmp_path / "c.ir", "--program", "5")
     assert r.returncode == 1 and "--program 5: the file holds 4 program(s)" in r.stderr
+
+
+DUMPS = Path(__file__).parent / "data/oracle/dumps"
+
+
+@pytest.mark.parametrize("name", ["engine_pipeline.r0.dense.ir", "engine_pipeline.r0.job2.ir"])
+def test_a_program_with_kwargs_equals_itself(name):
+    """Job and tensor-fusion programs take ``^kw:`` arguments (``%kwarg_*``): a program compared
+    with itself is the same (exit 0), and a renamed keyword is a change of the ops that read it."""
+    f = DUMPS / name
+    r = distc("diff", f, f, "--no-summary")
+    assert r.returncode == 0 and "same program" in r.stdout, r.stdout
+    text = f.read_text()
+    other = text.replace("kwarg_linear_0.w_0.dist@GRAD@MERGE", "kwarg_linear_9.w_0.dist@GRAD@MERGE")
+    res = diff_programs(parse(text, "a"), parse(other, "b"))
+    assert not res.equal and all(d.kind == "changed" for d in res.diffs)
+    assert any("%kwarg_linear_0.w_0.dist@GRAD@MERGE -> %kwarg_linear_9.w_0.dist@GRAD@MERGE" in str(c)
+               for d in res.diffs for c in d.changes)
+
+
+def test_golden_update_rewrites_only_what_differs(tmp_path, monkeypatch):
+    """DISTC_UPDATE_GOLDEN=1 leaves a golden file equal up to value names and ring ids byte for
+    byte as reviewed (its ring ids and %N stay), and rewrites one that differs."""
+    from distc.testing import assert_matches_golden
+
+    golden = tmp_path / "main.r0.ir"
+    reviewed = shift_rings(S0.read_text(), 7)
+    golden.write_text(reviewed)
+    monkeypatch.setenv("DISTC_UPDATE_GOLDEN", "1")
+    assert_matches_golden(renumber(S0.read_text()), golden)
+    assert golden.read_text() == reviewed
+    assert_matches_golden(S1.read_text(), golden)
+    assert golden.read_text() == S1.read_text()
+
+
+def test_golden_failure_shows_the_report_not_the_helper(tmp_path):
+    """A pytest failure of assert_matches_golden shows the diff report, not the helper's source
+    or the whole program."""
+    import subprocess
+    import sys
+
+    golden = tmp_path / "g.ir"
+    golden.write_text(S0.read_text())
+    test = tmp_path / "test_g.py"
+    test.write_text("from distc.testing import assert_matches_golden\n\n"
+                    "def test_it():\n"
+                    f"    assert_matches_golden(open({str(S1)!r}).read(), {str(golden)!r})\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+                       capture_output=True, text=True, cwd=tmp_path, env={**__import__("os").environ,
+                                                                           "DISTC_UPDATE_GOLDEN": "0"})
+    out = p.stdout
+    assert p.returncode == 1
+    assert "added pd_op.reduce_scatter" in out and "program differs from golden file" in out
+    assert "def assert_matches_golden" not in out and "__tracebackhide__" not in out
+    assert out.count('"pd_op.') < 20  # the report's lines, not the program's

@@ -134,3 +134,35 @@ def test_usage(tmp_path, monkeypatch, args, code, msg):
     r = run(main_in, *args, code=code)
     assert msg in r.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_all_ranks_json_carries_what_one_rank_json_carries(tmp_path):
+    """--all-ranks --json: each rank with the fields of `--rank R --json` (parameters, gradients,
+    by_group), equal to them, in rank order (whatever -j finished first)."""
+    import json
+
+    src = CORPUS / "mlp_dp2mp2_adamw.s0.r0.before_partition.ir"
+
+    def last_json(args):
+        r = CliRunner().invoke(main, ["shard", str(src), "--json", *map(str, args)])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stderr.strip().splitlines()[-1])
+
+    many = last_json(["--all-ranks", "-j", "2", "-o", tmp_path / "m.r{rank}.ir"])
+    assert list(many["ranks"]) == ["0", "1", "2", "3"]
+    for r in range(4):
+        one = last_json(["--rank", r, "-o", tmp_path / f"o{r}.ir"])
+        assert many["ranks"][str(r)] == one["ranks"][str(r)]
+        assert set(one["ranks"][str(r)]["memory"]["before"]) == {"parameters", "gradients", "optimizer_states", "total"}
+        assert one["ranks"][str(r)]["by_group"]
+
+
+def test_byte_figures_that_differ_are_not_hidden_by_rounding():
+    from distc.commands.shard_ranks import exact_where_rounding_hides, spread
+
+    assert spread({0: 10240, 1: 10250, 2: 10240}) == \
+        "min 10.0 KiB (10240 B) (rank 0), median 10.0 KiB (10240 B), max 10.0 KiB (10250 B) (rank 1)"
+    assert spread({0: 10240, 1: 20480}) == "min 10.0 KiB (rank 0), median 15.0 KiB, max 20.0 KiB (rank 1)"
+    assert spread({0: 5, 1: 5}) == "5 B on every rank"
+    b = exact_where_rounding_hides([9600, 9610, 2048])
+    assert (b(9600), b(9610), b(2048)) == ("9.4 KiB (9600 B)", "9.4 KiB (9610 B)", "2.0 KiB")

@@ -155,3 +155,37 @@ def test_shard_of_a_dense_program_is_an_error():
     assert r.exit_code == 1 and r.stdout == ""
     assert f"{dense}: error: MAIN has no dist types: it is a dense program" in r.stderr
     assert "collectives inserted" not in r.stderr
+
+
+@pytest.mark.parametrize("stage", ["0", "1", "3"])
+def test_after_reshard_as_main_names_the_mistake(stage):
+    """Paddle's `after_reshard` given as MAIN (a plain data-parallel one: no optimizer shows it, its
+    gradients' all_reduce does): 'already partitioned', at the collective, never the partition
+    pass's 'pd_op.slice has 3 operand(s) but its op_dist_attr has 1'."""
+    f = DATA / "corpus/paddle-3.3.1/stage1/mlp_dp2mp2_adamw.s0.r0.after_reshard.ir"
+    r = run("shard", f, "--stage", stage, "-q")
+    assert r.exit_code == 1 and r.stdout == ""
+    assert f"{f}:32:5: error: MAIN was already partitioned and lowered" in r.stderr
+    assert "this program is already partitioned" in r.stderr and "'before_partition'" in r.stderr
+    assert "op_dist_attr has" not in r.stderr and "Traceback" not in r.output
+
+
+def test_sharding_over_an_axis_named_otherwise_is_a_warning(tmp_path):
+    """--mesh-dims mp,dp without --axis: Paddle's rule picks mesh dim 0 (named mp here): said as a
+    warning without --explain (and with -q), naming the option that shards over dp."""
+    r = run("shard", SAMPLE, "--mesh-dims", "mp,dp", "-q", "-o", tmp_path / "m.ir")
+    assert r.exit_code == 0
+    assert (f"{SAMPLE}: warning: ZeRO shards over mesh dim 0 (mp): Paddle's rule picks it, not mesh dim 1 "
+            "named dp; --axis dp shards over dp") in r.stderr
+    r = run("shard", SAMPLE, "--mesh-dims", "dp,mp", "-q", "-o", tmp_path / "m.ir")
+    assert r.exit_code == 0 and "warning" not in r.stderr
+
+
+def test_sgd_at_stage1_says_it_has_no_states_to_shard(tmp_path):
+    sgd = DATA / "corpus/paddle-3.3.1/stage1/mlp_dp2_sgd.s0.r0.before_partition.ir"
+    r = run("shard", sgd, "--stage", "1", "-o", tmp_path / "m.ir")
+    assert r.exit_code == 0
+    assert "warning: the optimizer ('pd_op.sgd_') keeps no optimizer states" in r.stderr
+    assert "ZeRO-1 on rank 0: no optimizer states to shard" in r.stderr and "saving on rank" not in r.stderr
+    r = run("shard", sgd, "--stage", "3", "-o", tmp_path / "m.ir")  # stage 3 shards parameters: no warning
+    assert r.exit_code == 0 and "keeps no optimizer states" not in r.stderr and "ZeRO-3 saving on rank 0" in r.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dialects import ops
+from ..dialects.collectives import collective_kind
 from ..dialects.optimizers import MASTER, PARAM, STATE, optimizer_sig
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import TensorDistAttr
@@ -189,4 +190,14 @@ def zero_found(prog: Program) -> ZeroFound | None:
             if d is not None:
                 stage1 = ZeroFound(STAGE1, f"'{op.name}' updates parameter '{_name(p)}' as {want.placements[d]} "
                                            f"on mesh dim {d} where the parameter is {pd.placements[d]}", op)
-    return stage1
+    return stage1 or _lowered(prog)
+
+
+def _lowered(prog: Program) -> ZeroFound | None:
+    """A communication op (all_reduce, all_gather ...): only Paddle's reshard pass inserts them, so
+    the program is after partition and reshard even where no optimizer shows it (plain data
+    parallel: the gradients' all_reduce)."""
+    for op in prog.walk():  # (a dense program is another mistake, said as such)
+        if collective_kind(op.name) is not None and any(_dist(r) is not None for r in op.results):
+            return ZeroFound(LOWERED, f"it holds '{op.name}', communication that Paddle's reshard pass inserts", op)
+    return None

@@ -53,6 +53,10 @@ def _summary(res: RankResult, stage: int, axis) -> None:
     con.print(m)
     saved = before.states - after.states
     pct = f" ({100 * saved / before.states:.1f}% of optimizer states)" if before.states else ""
+    if stage in (1, 2) and not before.states:
+        con.print(f"ZeRO-{stage} on rank {rank}: no optimizer states to shard (the optimizer keeps none); total "
+                  f"per rank {before.total} -> {after.total} bytes", markup=False)
+        return
     if stage == 3:
         saved = before.total - after.total
         pct = f" ({100 * saved / before.total:.1f}%: parameters, gradients and optimizer states)" \
@@ -187,13 +191,10 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             if explain and not as_json:
                 _explain(pipe, result.ranks)
             if as_json:
-                summary_json(pipe, stage, {r: {
-                    "rank": r, "collectives": None if x.collectives is None else len(x.collectives),
-                    "bytes_sent": x.bytes_sent,
-                    "memory": {"before": {"optimizer_states": x.memory_before.states, "total": x.memory_before.total},
-                               "after": {"optimizer_states": x.memory_after.states, "total": x.memory_after.total}},
-                    "saved": x.saved} for r, x in result.items()},
-                    [n for x in result.values() for n in x.notes], fusion=_fusion(plain, ranks, opts, result.ranks))
+                # each rank as `--rank R --json` gives it (parameters, gradients, by_group), in rank order
+                summary_json(pipe, stage, {r: _rank_json(x) for r, x in sorted(result.items())},
+                             [n for _, x in sorted(result.items()) for n in x.notes],
+                             fusion=_fusion(plain, ranks, opts, result.ranks))
             elif not quiet:
                 rank_summary(result.ranks, stage, result.sharding_axis)
                 _fusion(plain, ranks, opts, result.ranks, show=True)

@@ -11,6 +11,7 @@ rank succeeded: a failing rank is named and nothing is written.
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import click
 
@@ -165,16 +166,26 @@ def _input_bytes(prog) -> int:
         return sum(len(op.src or "") + 1 for op in prog.walk())
 
 
+def exact_where_rounding_hides(values) -> Callable[[int], str]:
+    """A byte formatter for ``values``: ``human_bytes``, with the exact count beside it wherever two
+    different values would print the same (a difference between ranks is never hidden by rounding)."""
+    seen: dict[str, set[int]] = {}
+    for v in values:
+        seen.setdefault(human(v), set()).add(int(v))
+    clash = {h for h, vs in seen.items() if len(vs) > 1}
+    return lambda v: f"{human(v)} ({int(v)} B)" if human(v) in clash else human(v)
+
+
 def spread(values: dict[int, int]) -> str:
     import statistics
 
     lo = min(values, key=lambda r: (values[r], r))
     hi = max(values, key=lambda r: (values[r], -r))
-    med = statistics.median(values.values())
+    med = int(statistics.median(values.values()))
     if values[lo] == values[hi]:
         return f"{human(values[lo])} on every rank"
-    return (f"min {human(values[lo])} (rank {lo}), median {human(int(med))}, max {human(values[hi])} "
-            f"(rank {hi})")
+    b = exact_where_rounding_hides([values[lo], med, values[hi]])
+    return f"min {b(values[lo])} (rank {lo}), median {b(med)}, max {b(values[hi])} (rank {hi})"
 
 
 def rank_summary(results: dict[int, RankResult], stage: int, axis) -> None:
@@ -196,11 +207,14 @@ def rank_summary(results: dict[int, RankResult], stage: int, axis) -> None:
         for col in ("memory before", "memory after", "saved"):
             t.add_column(col, justify="right")
         for x in rows:
+            x["saved"] = x["memory_before"] - x["memory_after"]
+        fmt = {k: exact_where_rounding_hides([x[k] for x in rows])
+               for k in ("bytes_sent", "memory_before", "memory_after", "saved")}
+        for x in rows:
             cells = [str(x["rank"])]
             if lowered:
-                cells += [str(x["collectives"]), human(x["bytes_sent"])]
-            cells += [human(x["memory_before"]), human(x["memory_after"]),
-                      human(x["memory_before"] - x["memory_after"])]
+                cells += [str(x["collectives"]), fmt["bytes_sent"](x["bytes_sent"])]
+            cells += [fmt[k](x[k]) for k in ("memory_before", "memory_after", "saved")]
             t.add_row(*cells)
         con.print(t)
     if lowered:

@@ -229,6 +229,9 @@ class ShardOptimizerPass(ModulePass):
             if "dp" in self.mesh_dims and self.mesh_dims.index("dp") != axis:
                 ctx.notes.append(f"shard-optimizer: note: Paddle's rule picks mesh dim {axis}, not the one "
                                  f"named dp; pass axis=dp to shard over dp")
+                ctx.warn(f"{prog.filename or '<input>'}: warning: ZeRO shards over mesh dim {axis} "
+                         f"({self.mesh_dims[axis]}): Paddle's rule picks it, not mesh dim "
+                         f"{self.mesh_dims.index('dp')} named dp; --axis dp shards over dp")
         else:
             how = "given"
         dim_name = self.mesh_dims[axis] if axis < len(self.mesh_dims) else f"mesh dim {axis}"
@@ -242,6 +245,12 @@ class ShardOptimizerPass(ModulePass):
             dec = self._shard_one(op, sig, axis, mk, ctx)
             if dec is not None:
                 decisions.append(dec)
+        if self.stage in (1, 2) and not any(d.states for d in decisions):
+            names = ", ".join(sorted({f"'{op.name}'" for op, _ in opt_ops}))
+            ctx.warn(f"{prog.filename or '<input>'}: warning: the optimizer ({names}) keeps no optimizer states "
+                     f"(moments, master weights): ZeRO-{self.stage} has nothing to shard and saves no memory "
+                     f"(the program is Paddle's stage-{self.stage} program all the same); "
+                     f"--stage 3 shards parameters and gradients")
         if self.stage == 3:
             # Paddle's stage 3 retypes the gradients too; under AMP it then reshards them as well
             # (a reshard to the layout they already have)

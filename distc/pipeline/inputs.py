@@ -87,7 +87,7 @@ def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = N
 def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | None = None) -> None:
     """A MAIN that already carries ZeRO: an error at stages 1-3 (``asked``: the option that asks
     for sharding, default ``--stage N``), a warning at stage 0."""
-    from ..analysis.zero_found import FUSED, STAGE1, zero_found
+    from ..analysis.zero_found import FUSED, LOWERED, STAGE1, zero_found
 
     found = zero_found(prog)
     if found is None:
@@ -95,6 +95,11 @@ def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | N
     asked = asked or f"--stage {stage}"
     per_rank = (" Paddle writes fused ZeRO into each rank's program before partition: this is one rank's."
                 if found.kind == FUSED else "")
+    if found.kind == LOWERED:  # partition would fail on it at every stage: no lowering twice
+        again = f"; {asked} would shard it a second time" if stage >= 1 else ""
+        raise _at(found.op, f"{found.head()}: this program is already partitioned{again}. MAIN is the program "
+                            f"Paddle dumps just before apply_partition_pass ('before_partition'), not one after "
+                            f"it ('after_reshard'){per_rank}", path, "error")
     if found.kind == STAGE1 and stage in (1, 2) and asked.startswith("--stage"):
         # sharding states that are already sharded keeps them as they are (Paddle's own stage-1
         # program comes out as Paddle lowers it): say so, nothing is sharded twice

@@ -163,6 +163,7 @@ def diff_programs(a: Program, b: Program, *, exact_rings: bool = False,
     _map_block_args(a, b, vmap)
     paired_a = {id(fa[i][0]) for i, _ in pairs}
     paired_b = {id(fb[j][0]) for _, j in pairs}
+    _map_top_args(a, b, vmap)
     for i, j in pairs:
         _map_values(fa[i][0], fb[j][0], vmap)
     rings: dict[int, int] = {}
@@ -191,6 +192,22 @@ def _map_block_args(a: Program, b: Program, vmap: dict[int, Value]) -> None:
     for x in a.block.args:
         if x.keyword is not None and x.keyword in kb:
             vmap[id(x)] = kb[x.keyword]
+
+
+def _map_top_args(a: Program, b: Program, vmap: dict[int, Value]) -> None:
+    """The programs' own block arguments (``^kw:`` ``%kwarg_*`` of job and tensor-fusion programs):
+    a keyword argument corresponds to B's of the same keyword, the others by position."""
+    kw = {x.keyword: x for x in b.block.args if getattr(x, "keyword", None)}
+    plain = [x for x in b.block.args if not getattr(x, "keyword", None)]
+    k = 0
+    for x in a.block.args:
+        if getattr(x, "keyword", None):
+            y = kw.get(x.keyword)
+        else:
+            y = plain[k] if k < len(plain) else None
+            k += 1
+        if y is not None:
+            vmap[id(x)] = y
 
 
 def _map_values(oa: Operation, ob: Operation, vmap: dict[int, Value]) -> None:
