@@ -209,7 +209,7 @@ def rank_summary(results: dict[int, RankResult], stage: int, axis) -> None:
         for x in rows:
             x["saved"] = x["memory_before"] - x["memory_after"]
         fmt = {k: exact_where_rounding_hides([x[k] for x in rows])
-               for k in ("bytes_sent", "memory_before", "memory_after", "saved")}
+               for k in ("bytes_sent", "memory_before", "memory_after", "saved") if lowered or k != "bytes_sent"}
         for x in rows:
             cells = [str(x["rank"])]
             if lowered:
