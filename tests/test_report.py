@@ -323,7 +323,7 @@ def test_many_ranks_share_bars_and_heat_map_blocks():
 
 
 def test_schedule_file_forms(tmp_path):
-    """--schedule takes the plain form and a whole `distc schedule --cost --json` line (its
+    """--schedule takes the plain form and a whole `distc schedule --json` line (its
     timelines, jobs with the time they wait inside); the bubble counts that wait as idle."""
     from distc.commands.report import read_schedules
     from distc.commands.report.charts import bubble_fraction
@@ -363,20 +363,20 @@ def test_pipeline_stages_send_to_their_peers(tmp_path):
 
 
 def test_schedules_modelled_by_distc_schedule(tmp_path):
-    """`distc schedule --cost --json` on Paddle's pp2 x dp2 LLaMA feeds --schedule: every rank's
-    jobs drawn, the bubble the cost model gave (it counts waits inside jobs)."""
+    """`distc schedule --json` on Paddle's pp2 x dp2 LLaMA feeds --schedule: every schedule of the
+    line and every rank's jobs drawn, the bubble the cost model gave (it counts waits inside jobs)."""
     from llmdata import PP, text
 
     main = tmp_path / "pp.ir"
     main.write_text(text("clip/llama_pp2dp2.s0.r0.before_partition.ir", PP))
-    r = cli("schedule", main, "--pp-schedule", "ZBH1", "--acc-steps", 4, "--all-ranks", "--cost", "--json",
-            "-o", tmp_path / "r{rank}.{job}.ir")
-    line = tmp_path / "zbh1.json"
+    r = cli("schedule", main, "--pp-schedule", "1F1B,ZBH1", "--acc-steps", 4, "--json")
+    line = tmp_path / "sched.json"
     line.write_text(r.stderr.strip().splitlines()[-1])
     sched = json.loads(line.read_text())
     page = tmp_path / "pp.html"
     doc = last_json(cli("report", main, "--schedule", line, "-o", page, "--json"))
-    assert doc["schedules"]["ZBH1"]["bubble_fraction"] == pytest.approx(sched["cost"]["bubble"], abs=1e-6)
-    jobs = [x for x in figures(page.read_text()).of("chart-timeline-0", "g") if "job" in x]
+    for name in ("1F1B", "ZBH1"):
+        assert doc["schedules"][name]["bubble_fraction"] == pytest.approx(sched["schedules"][name]["bubble"], abs=1e-6)
+    jobs = [x for x in figures(page.read_text()).of("chart-timeline-1", "g") if "job" in x]
     assert len(jobs) == sum(len(v) for v in sched["timelines"]["ZBH1"].values())
     assert {j["job"] for j in jobs} >= {"forward", "backward_b", "backward_w", "optimizer"}

@@ -58,9 +58,9 @@ class Timeline:
         return 1.0 - sum(self.busy(r) for r in ranks) / (span * len(ranks))
 
     def as_json(self) -> dict:
-        """``{rank: [[job, micro_batch, start, end], ...]}`` (seconds) — what ``distc report
-        --schedule`` draws — with the bubble."""
-        return {"timeline": {str(r): [[j.job, j.micro_batch, j.start, j.end] for j in js]
+        """``{rank: [[job, micro_batch, start, end, idle], ...]}`` (seconds; idle: the wait inside
+        the job) — what ``distc report --schedule`` draws — with the bubble."""
+        return {"timeline": {str(r): [[j.job, j.micro_batch, j.start, j.end, j.idle] for j in js]
                              for r, js in sorted(self.ranks.items())},
                 "makespan": self.makespan, "bubble": self.bubble(),
                 "bubble_per_rank": {str(r): self.bubble(r) for r in sorted(self.ranks)}}

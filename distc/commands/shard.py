@@ -17,7 +17,8 @@ from ..ir.dist import ranks_text
 from ..outputs import Outputs
 from ..pipeline import RankResult, ShardOptions, ShardPipeline
 from ..syntax.diagnostics import Diagnostics
-from .shard_ranks import check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
+from . import shard_schedule as sched
+from .shard_ranks import RankTargets, check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
 
 
 def _summary(res: RankResult, stage: int, axis) -> None:
@@ -96,6 +97,27 @@ def _summary(res: RankResult, stage: int, axis) -> None:
 @click.option("--release-gradients", is_flag=True, help="with --tensor-fusion: strategy.sharding.release_gradients")
 @click.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")
 @click.option("--dense", is_flag=True, help="go on to the per-rank dense program (remove-other-rank, dist-to-dense)")
+@click.option("--pp-schedule", type=click.Choice(sched.SCHEDULES), default=None,
+              help="a pipeline schedule (Paddle's strategy.pipeline.schedule_mode; Eager1F1B and ZBH1 are distc's, "
+              "Paddle 3.3.1 refuses them): gradient merge over --acc-steps micro-batches, each rank's dense program "
+              "split into job programs (--job-out) run in the rank's job order (--job-list); the rank's program (-o) "
+              "is Paddle's final dist program (dist_final), with --dense its dense program")
+@click.option("--acc-steps", type=click.IntRange(min=1), default=1, show_default=True,
+              help="micro-batches a step (Paddle's accumulate_steps); above 1 without --pp-schedule: gradient merge "
+              "alone (strategy.gradient_merge, k_steps)")
+@click.option("--vpp-degree", type=click.IntRange(min=2), default=None, help="chunks a stage (--pp-schedule VPP)  "
+              "[default: 2]")
+@click.option("--job-out", default=None, metavar="PATTERN",
+              help="each job program of the schedule: {job} is replaced by the job type (forward, backward, optimizer; "
+              "1F1B adds recv_forward, send_backward; VPP has them per chunk: forward0, backward1 ...; ZBH1 "
+              "backward_b, backward_w; gradient merge alone: optimize), {rank} by the rank (with --all-ranks/--ranks), "
+              "e.g. 'out/r{rank}.{job}.ir'")
+@click.option("--job-list", default=None, metavar="PATTERN",
+              help="the job list in schedule order, one 'type micro_batch' a line as Paddle's plan.job_list() ({rank} "
+              "as for -o; '-': stdout)")
+@click.option("--paddle", is_flag=True, help="with --acc-steps: Paddle's gradient merge as it is, whose clip sees the "
+              "sum of the micro-batch gradients (a step unlike the global batch's whenever the clip acts; distc's "
+              "default averages them before the clip)")
 @click.option("--startup", default=None, help="the startup program to shard as well")
 @click.option("--startup-out", default=None, help="where the sharded startup program goes ({rank} as for -o)")
 @click.option("--explain", is_flag=True, help="print the passes run and what they decided on stderr")
@@ -111,6 +133,8 @@ def _summary(res: RankResult, stage: int, axis) -> None:
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, moe_all_to_all: bool, tensor_fusion: bool,
             overlap: bool, comm_buffer_mb: float | None, release_gradients: bool, annotate_only: bool, dense: bool,
+            pp_schedule: str | None, acc_steps: int, vpp_degree: int | None, job_out: str | None,
+            job_list: str | None, paddle: bool,
             startup: str | None, startup_out: str | None, explain: bool, quiet: bool, verify_each: bool,
             prove: bool, as_json: bool, program: int | None) -> None:
     """ZeRO-shard the optimizer of MAIN (and of its startup program) at parity with Paddle 3.3.1.
@@ -119,7 +143,12 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
     optimizer ops included); --startup takes the 'startup_after_remove' dump.  MAIN may be a
     `distc capture` folder: its inputs, and its stage, mesh dim, AMP, ranks and per-rank startup
     programs for the options not given.  The rank's program
-    goes to stdout (or -o), the summary to stderr."""
+    goes to stdout (or -o), the summary to stderr.
+
+    With --pp-schedule (FThenB, 1F1B, VPP, Eager1F1B, ZBH1) and --acc-steps K, or --acc-steps K
+    alone (gradient merge), each rank's program is split into job programs (--job-out
+    'out/r{rank}.{job}.ir') and a job list (--job-list), as Paddle's pipeline passes do; --verify
+    then proves the whole pipelined step against the serial step over the global batch."""
     from .shard_capture import capture_defaults
 
     with reporting():  # MAIN may be a `distc capture` folder
@@ -139,9 +168,12 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             raise click.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
         if tensor_fusion and stage not in (1, 2):
             raise click.UsageError(f"--tensor-fusion is ZeRO-1 (Paddle's ShardingStage1), not --stage {stage}")
+        if tensor_fusion and (pp_schedule is not None or acc_steps > 1):
+            raise click.UsageError("--tensor-fusion with --pp-schedule or --acc-steps is not built")
         if rank is not None and rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
         many = all_ranks or rank_list is not None
+        sched.check_usage(pp_schedule, acc_steps, vpp_degree, job_out, job_list, paddle, annotate_only, many, output)
         wanted = parse_ranks(rank_list) if rank_list is not None else None
         check_pattern(output, "-o", many, "--all-ranks or --ranks")
         check_pattern(startup_out, "--startup-out", many, "--all-ranks or --ranks")
@@ -152,13 +184,15 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         else:
             if output in (None, "-") and startup_out == "-":
                 raise click.UsageError("the main and the startup program cannot both go to stdout")
-            targets = (out.add("-o", output or "-"), out.add("--startup-out", startup_out))
+            one = RankTargets(out.add("-o", output or "-"), out.add("--startup-out", startup_out))
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         opts = ShardOptions(stage=stage, axis=axis, mesh_dims=dims, amp=amp, annotate_only=annotate_only,
                             dense=dense, verify_each=verify_each, moe_all_to_all=moe_all_to_all,
                             tensor_fusion=tensor_fusion, overlap=overlap,
                             comm_buffer_mb=256 if comm_buffer_mb is None else comm_buffer_mb,
-                            release_gradients=release_gradients)
+                            release_gradients=release_gradients,
+                            pp_schedule=pp_schedule, acc_steps=acc_steps, vpp_degree=vpp_degree or 2,
+                            paddle_merge=paddle)
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
                              diagnostics=Diagnostics(sink=warn))
@@ -168,13 +202,15 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         if many:
             ranks = select_ranks(known, wanted, prog.filename)
             # every output planned (checked, and against every input) before any work
-            targets = {r: (out.add("-o", output.replace("{rank}", str(r))),
-                           out.add("--startup-out", startup_out.replace("{rank}", str(r))) if startup_out else None)
-                       for r in ranks}
+            targets = {r: sched.add_targets(out, RankTargets(
+                out.add("-o", output.replace("{rank}", str(r))),
+                out.add("--startup-out", startup_out.replace("{rank}", str(r))) if startup_out else None),
+                r, pipe, job_out, job_list) for r in ranks}
         else:
             rank = 0 if rank is None else rank
             require_rank(prog, rank, known=known)
             ranks = [rank]
+            sched.add_targets(out, one, rank, pipe, job_out, job_list)
         for r in ranks:
             out.add_input(startup_path(startup, r))
         pipe.check_main()
@@ -185,37 +221,42 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         # MAIN as given, for the unfused ZeRO-1 the fusion summary compares with
         plain = prog.clone() if tensor_fusion and not quiet and not annotate_only else None
         pipe.prepare()
-        unproven = _prove(pipe, serial, output if many else None, main_file) if serial is not None else 0
+        proof: dict = {}
+        unproven = _prove(pipe, serial, output if many else None, main_file, proof) if serial is not None else 0
+        extra = {**(sched.json_fields(pipe) if opts.scheduled else {}), **({"verify": proof} if proof else {})}
         if many:
             result = run_ranks(pipe, ranks, jobs, out, targets)
             if explain and not as_json:
                 _explain(pipe, result.ranks)
             if as_json:
                 # each rank as `--rank R --json` gives it (parameters, gradients, by_group), in rank order
-                summary_json(pipe, stage, {r: _rank_json(x) for r, x in sorted(result.items())},
+                summary_json(pipe, stage, {r: {**_rank_json(x), **sched.rank_json(x)}
+                                           for r, x in sorted(result.items())},
                              [n for _, x in sorted(result.items()) for n in x.notes],
-                             fusion=_fusion(plain, ranks, opts, result.ranks))
+                             fusion=_fusion(plain, ranks, opts, result.ranks), extra=extra)
             elif not quiet:
                 rank_summary(result.ranks, stage, result.sharding_axis)
                 _fusion(plain, ranks, opts, result.ranks, show=True)
+                if opts.scheduled:
+                    sched.job_summary(pipe, result.ranks)
             _unproven_exit(unproven, [pat.replace("{rank}", str(r)) for pat in (output, startup_out) if pat
                                       for r in ranks])
             return
         assert rank is not None
         res = pipe.lower(rank, copy=False)
-        # everything is computed before anything is written: both outputs, or neither
-        out.write(targets[0], res.text)
-        if res.startup_text is not None:
-            out.write(targets[1], res.startup_text)
+        # everything is computed before anything is written: every output, or none
+        one.write(out, res)
         out.commit()
         if explain and not as_json:
             _explain(pipe, {rank: res})
         if as_json:
-            summary_json(pipe, stage, {rank: _rank_json(res)}, res.notes, res.ran,
-                         fusion=_fusion(plain, [rank], opts, {rank: res}))
+            summary_json(pipe, stage, {rank: {**_rank_json(res), **sched.rank_json(res)}}, res.notes, res.ran,
+                         fusion=_fusion(plain, [rank], opts, {rank: res}), extra=extra)
         elif not quiet:
             _summary(res, stage, pipe.ctx.stats.sharding_axis)
             _fusion(plain, [rank], opts, {rank: res}, show=True)
+            if opts.scheduled:
+                sched.job_summary(pipe, {rank: res})
         written = [output or "-"] + ([startup_out] if startup_out else [])
         _unproven_exit(unproven, ["stdout" if o == "-" else o for o in written])
 
@@ -251,7 +292,7 @@ def _fusion(plain: Program | None, ranks: list[int], opts: ShardOptions, results
 
 
 def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str], ran: list[str] = (),
-                 fusion: dict | None = None) -> None:
+                 fusion: dict | None = None, extra: dict | None = None) -> None:
     """``--json``: one line on stderr, the last one distc prints."""
     import json
     import sys
@@ -259,7 +300,7 @@ def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str],
     sh = pipe.prepare()
     doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.sharding_axis,
            "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
-           "warnings": pipe.diagnostics.warnings,
+           "warnings": pipe.diagnostics.warnings, **(extra or {}),
            "ranks": {str(r): x for r, x in sorted(ranks.items())}}
     if fusion is not None:
         doc["tensor_fusion"] = fusion
@@ -297,9 +338,10 @@ def _explain(pipe: ShardPipeline, results: dict) -> None:
             con.print("  " + n, markup=False)
 
 
-def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str) -> int:
+def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str, doc: dict) -> int:
     """``--verify``: every rank's program (and startup program), each built from the shared state
-    on a copy, proven against MAIN (``serial``, taken before the passes) by the simulator."""
+    on a copy, proven against MAIN (``serial``, taken before the passes) by the simulator; with a
+    schedule, the whole pipelined step (``doc``: the reports, for ``--json``)."""
     import sys
 
     from .verify import verify_built
@@ -310,6 +352,13 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
 
     names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
         (lambda r: f"<rank {r} of {main_file}>")
+    if pipe.options.scheduled:
+        status, got = sched.prove(pipe, serial, names)
+        doc.update(got)
+        if status == 1:
+            click.echo("verify: DIVERGED: nothing written", err=True)
+            sys.exit(status)
+        return status
     # per-rank startup inputs (--startup with {rank}): each rank's is proven against its own input
     st = pipe.startup
     serial_startup = None if st is None else st.clone() if isinstance(st, Program) else \

@@ -11,12 +11,14 @@ rank succeeded: a failing rank is named and nothing is written.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Callable
 
 import click
 
 from ..analysis.cost import human_bytes as human
 from ..driver import WorkerFailed, err_console, fork_each
+from ..outputs import Target
 from ..pipeline import RankResult, ShardPipeline, ShardResult
 from ..pipeline.inputs import format_ranks
 from ..syntax.diagnostics import DiagnosticError
@@ -130,18 +132,37 @@ def available_memory() -> int | None:
     return free
 
 
-def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targets: dict) -> ShardResult:
+@dataclass
+class RankTargets:
+    """What one rank writes (each planned in the command's :class:`distc.outputs.Outputs` before
+    any work): its program, its startup program, and with a schedule each job program (by job
+    type) and the job list."""
+
+    main: Target | None
+    startup: Target | None = None
+    jobs: dict[str, Target | None] = field(default_factory=dict)
+    job_list: Target | None = None
+
+    def write(self, out, res: RankResult) -> None:
+        out.write(self.main, res.text)
+        if self.startup is not None and res.startup_text is not None:
+            out.write(self.startup, res.startup_text)
+        if res.plan is not None:
+            for job, t in self.jobs.items():
+                out.write(t, str(res.plan.programs[job]))
+            out.write(self.job_list, res.plan.job_list_text())
+
+
+def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targets: dict[int, RankTargets]
+              ) -> ShardResult:
     """Lower every rank (the pipeline's rank work, each in a forked worker), write all outputs or
-    none (``out``: the command's :class:`distc.outputs.Outputs`, ``targets``: rank -> its (main,
-    startup) targets); each rank's result comes back without its programs."""
+    none (``out``: the command's :class:`distc.outputs.Outputs`, ``targets``: rank -> what it
+    writes); each rank's result comes back without its programs."""
 
     def each(rs: list[int], lower) -> dict[int, RankResult]:
         def work(r: int) -> RankResult:
             res = lower(r)
-            main_t, startup_t = targets[r]
-            out.write(main_t, res.text)
-            if startup_t is not None and res.startup_text is not None:
-                out.write(startup_t, res.startup_text)
+            targets[r].write(out, res)
             return res.detached()
 
         return fork_each(rs, work, jobs or default_jobs(_input_bytes(pipe.program)))

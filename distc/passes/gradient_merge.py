@@ -154,9 +154,38 @@ def _chunk(v: Value) -> int | None:
     return d.chunk_id if d is not None else -1
 
 
+CLIP_OPS = ("pd_op.squared_l2_norm", "pd_op.clip_by_norm")
+
+
 def has_global_clip(prog: Program) -> bool:
     """Whether the update reads a norm of the gradients (a global-norm clip)."""
-    return any(op.name in ("pd_op.squared_l2_norm", "pd_op.clip_by_norm") for op in prog.block.ops)
+    return any(op.name in CLIP_OPS for op in prog.block.ops)
+
+
+def clip_warning(prog: Program, k_steps: int, paddle: bool):
+    """The warning a gradient merge over ``k_steps`` micro-batches needs where a clip reads the
+    gradients' norm (``prog``: the global or a rank's program; None where none does): distc's
+    default and Paddle 3.3.1's program differ there, and how.  Located at the first clip op."""
+    from ..syntax.diagnostics import DiagnosticError
+
+    op = next((o for o in prog.block.ops if o.name in CLIP_OPS), None)
+    if k_steps <= 1 or op is None:
+        return None
+    what = "global-norm" if op.name == "pd_op.squared_l2_norm" else "per-tensor norm"
+    if paddle:
+        msg = (f"gradient merge over {k_steps} micro-batches, as Paddle 3.3.1 (--paddle): the {what} clip sees the "
+               f"sum of the gradients and the update {k_steps}x less of the clipped sum, so whenever the clip acts "
+               f"the step is not the global batch's (as if the clip norm were {k_steps}x smaller); without --paddle "
+               "distc averages before the clip")
+    else:
+        msg = (f"gradient merge over {k_steps} micro-batches under a {what} clip: distc averages the accumulated "
+               "gradients before the clip, so the step is the global batch's (--verify proves it); Paddle 3.3.1 clips "
+               f"their sum and averages after (as if the clip norm were {k_steps}x smaller), so its program differs "
+               "here: --paddle gives Paddle's program")
+    line, col = op.loc or (None, None)
+    src = op.src.split("\n", 1)[0] if op.src else None
+    return DiagnosticError(msg, line, col, filename=prog.filename, severity="warning",
+                           source=None if src is None or line is None else "\n" * (line - 1) + src)
 
 
 def _scale_accumulators(prog: Program, mk: Maker, made: list[MergeVar], k: int) -> None:

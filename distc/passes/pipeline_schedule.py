@@ -4,20 +4,20 @@
 ``strategy.pipeline`` (``schedule_mode`` FThenB, 1F1B, VPP, Eager1F1B, ZBH1 with
 ``accumulate_steps``) or ``strategy.gradient_merge`` alone (mode ``GM``): gradient merge on the
 dist program, then the dense program, then the job programs (the plan goes to
-``ctx.stats.job_plan``). ``stages(prog)`` finds the stage meshes (the meshes of the parameters,
-ordered by their first process id) and so a rank's stage, as Paddle's
-``rank // (world / pp_degree)`` does for meshes laid out in order.
+``ctx.stats.job_plan``); ``job_types(mode)`` names the job programs before any is made.
+``stage_of(prog, rank)`` finds the stage meshes (the meshes of the parameters, ordered by their
+first process id) and so a rank's stage, as Paddle's ``rank // (world / pp_degree)`` does for
+meshes laid out in order.  ``rank_jobs`` is what a whole-step proof runs of a rank's plan.  The
+shard pipeline (:mod:`distc.pipeline.shard`) runs these passes after partition and reshard.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..ir.core import Program
 from ..ir.dist import ProcessMesh
 from ..syntax.diagnostics import DiagnosticError
-from .base import REGISTRY, ModulePass, PassContext, PassManager
+from .base import ModulePass
 from .pipeline_jobs import JobPlan
 
 MODES = ("FThenB", "1F1B", "VPP", "Eager1F1B", "ZBH1", "GM")
@@ -34,6 +34,15 @@ def stage_meshes(prog: Program) -> list[ProcessMesh]:
     return [found[k] for k in sorted(found, key=lambda k: (min(k), k))]
 
 
+def has_chunks(prog: Program) -> bool:
+    """Whether the program's layers are placed in VPP chunks (an op of chunk 1 or more)."""
+    for op in prog.block.ops:
+        d = op.dist_attr
+        if d is not None and d.chunk_id is not None and d.chunk_id > 0:
+            return True
+    return False
+
+
 def stage_of(prog: Program, rank: int) -> tuple[int, int]:
     """(the rank's pipeline stage, the number of stages)."""
     meshes = stage_meshes(prog)
@@ -48,88 +57,72 @@ def schedule_passes(mode: str, micro_batches: int, rank: int, pp_stage: int, pp_
                     vpp_degree: int = 2, paddle: bool = False) -> tuple[list[ModulePass], list[ModulePass]]:
     """(passes on the rank's dist program, passes on its dense program) after remove-other-rank.
     ``paddle``: Paddle's gradient merge as it is (see ``gradient-merge``)."""
+    from .check_chunk_id import CheckChunkIdPass
+    from .dist_to_dense import DistToDensePass
+    from .gradient_merge import GradientMergePass
+    from .pipeline_1f1b import Pipeline1F1BPass
+    from .pipeline_fthenb import GradientMergeJobsPass, PipelineFThenBPass
+    from .pipeline_vpp import PipelineVPPPass
+    from .pipeline_zero_bubble import PipelineEager1F1BPass, PipelineZBH1Pass
+
     if mode not in MODES:
         raise DiagnosticError(f"unknown pipeline schedule {mode!r} (known: {', '.join(MODES)})")
-    dist: list[ModulePass] = [REGISTRY["gradient-merge"](k_steps=micro_batches, paddle=paddle)]  # type: ignore[call-arg]
-    if mode == "VPP" and "check-chunk-id" in REGISTRY:
-        dist.append(REGISTRY["check-chunk-id"]())
-    dense: list[ModulePass] = [REGISTRY["dist-to-dense"](rank=rank)]  # type: ignore[call-arg]
+    dist: list[ModulePass] = [GradientMergePass(k_steps=micro_batches, paddle=paddle)]
+    if mode == "VPP":
+        dist.append(CheckChunkIdPass())
+    dense: list[ModulePass] = [DistToDensePass(rank=rank)]
     kw = dict(micro_batches=micro_batches, pp_degree=pp_degree, pp_stage=pp_stage)
     if mode == "GM":
-        dense.append(REGISTRY["gradient-merge-jobs"](k_steps=micro_batches))  # type: ignore[call-arg]
+        dense.append(GradientMergeJobsPass(k_steps=micro_batches))
     elif mode == "FThenB":
-        dense.append(REGISTRY["pipeline-fthenb"](micro_batches=micro_batches))  # type: ignore[call-arg]
+        dense.append(PipelineFThenBPass(micro_batches=micro_batches))
+    elif mode == "VPP":
+        dense.append(PipelineVPPPass(vpp_degree=vpp_degree, **kw))
     else:
-        name = {"1F1B": "pipeline-1f1b", "VPP": "pipeline-vpp", "Eager1F1B": "pipeline-eager-1f1b",
-                "ZBH1": "pipeline-zbh1"}[mode]
-        if name not in REGISTRY:
-            raise DiagnosticError(f"the {mode} schedule is not available in this build of distc")
-        if mode == "VPP":
-            kw["vpp_degree"] = vpp_degree
-        dense.append(REGISTRY[name](**kw))  # type: ignore[call-arg]
+        dense.append({"1F1B": Pipeline1F1BPass, "Eager1F1B": PipelineEager1F1BPass, "ZBH1": PipelineZBH1Pass}[mode](**kw))
     return dist, dense
 
 
-@dataclass
-class RankSchedule:
-    """One rank's schedule: its dist program after gradient merge (Paddle's final dist program),
-    its dense program, the job plan, and what a whole-step proof needs of the build."""
+def job_types(mode: str, vpp_degree: int = 2) -> list[str]:
+    """The job programs a schedule splits every rank's dense program into (each rank has all
+    of them), in Paddle's ``plan.job_types()`` order: what ``{job}`` of an output pattern takes."""
+    from .pipeline_1f1b import TYPES
+    from .pipeline_vpp import vpp_types
 
-    rank: int
-    dist_text: str
-    dense: Program
-    plan: JobPlan
-    ctx: PassContext
-    layouts: dict  # name -> TensorDistAttr of each data/parameter in the rank's dist program
+    if mode == "1F1B":
+        return list(TYPES)
+    if mode == "VPP":
+        return vpp_types(vpp_degree)
+    if mode == "ZBH1":
+        return ["forward", "backward", "backward_b", "backward_w", "optimizer"]
+    return ["forward", "backward", "optimize" if mode == "GM" else "optimizer"]
 
 
-def build_schedule(prog: Program, rank: int, mode: str, micro_batches: int, *, vpp_degree: int = 2,
-                   paddle: bool = False, keep_dist_text: bool = True, partitioned: set[str] | None = None
-                   ) -> RankSchedule:
-    """``prog`` (the global program, optimizer annotated; changed in place: pass a clone) through
-    partition, reshard, remove-other-rank, gradient merge, dist-to-dense and the scheduler.
-    ``partitioned``: ``prog`` is already partitioned (:func:`build_schedules`), and these are the
-    parameters whose gradients it resharded in the backward before."""
-    from ..analysis.simulate.step import input_name
-    from ..dialects.grads import resharded_in_backward
+def input_layouts(prog: Program) -> dict:
+    """name -> TensorDistAttr of each data and parameter of a rank's dist program (a whole-step
+    proof cuts each rank's initial pieces by them)."""
+    from ..ir import attrs as A
     from ..ir.types import DistTensorType
 
-    ctx = PassContext()
-    ctx.stats.resharded_grads = resharded_in_backward(prog) if partitioned is None else set(partitioned)
-    pp_stage, pp_degree = stage_of(prog, rank)
-    dist, dense = schedule_passes(mode, micro_batches, rank, pp_stage, pp_degree, vpp_degree, paddle)
-    first = [] if partitioned is not None else [REGISTRY["partition"]()]
-    PassManager(first + [REGISTRY["reshard"](rank=rank),  # type: ignore[call-arg]
-                         REGISTRY["remove-other-rank"](rank=rank)] + dist, verify_each=False).run(prog, ctx)  # type: ignore[call-arg]
-    layouts = {}
+    out = {}
     for op in prog.block.ops:
-        n = input_name(op)
-        if n is not None and op.results and isinstance(op.results[0].type, DistTensorType):
-            layouts[n] = op.results[0].type.dist
-    text = str(prog) if keep_dist_text else ""
-    PassManager(dense, verify_each=False).run(prog, ctx)
-    return RankSchedule(rank, text, prog, ctx.stats.job_plan, ctx, layouts)
+        key = "name" if op.name == ops.DATA else "parameter_name" if op.name == ops.PARAMETER else None
+        n = op.attr(key) if key is not None else None
+        if isinstance(n, A.StrAttr) and op.results and isinstance(op.results[0].type, DistTensorType):
+            out[n.value] = op.results[0].type.dist
+    return out
 
 
-def build_schedules(prog: Program, ranks, mode: str, micro_batches: int, **kw) -> dict[int, RankSchedule]:
-    """:func:`build_schedule` for several ranks, the partition run once (``prog`` is changed)."""
-    from ..dialects.grads import resharded_in_backward
-
-    resharded = resharded_in_backward(prog)
-    PassManager([REGISTRY["partition"]()], verify_each=False).run(prog, PassContext())
-    return {r: build_schedule(prog.clone(), r, mode, micro_batches, partitioned=resharded, **kw) for r in ranks}
-
-
-def rank_jobs(rs: RankSchedule):
-    """What :func:`distc.analysis.simulate.jobs.verify_pipeline` runs for the rank (its
-    gradient-merge accumulators start at zero)."""
+def rank_jobs(plan: JobPlan, rings: dict, layouts: dict):
+    """What :func:`distc.analysis.simulate.jobs.verify_pipeline` runs for a rank: its job plan,
+    ``rings`` (ring id -> group, the rank's numbering) and ``layouts`` (:func:`input_layouts`);
+    its gradient-merge accumulators start at zero."""
     import numpy as np
 
     from ..analysis.simulate.jobs import RankJobs
 
-    rings = {v: k for k, v in rs.ctx.rings.groups.items()}
-    rj = RankJobs(rs.plan.programs, rs.plan.jobs, rings, rs.layouts)
-    for p in rs.plan.programs.values():
+    rj = RankJobs(plan.programs, plan.jobs, dict(rings), layouts)
+    for p in plan.programs.values():
         for a in p.block.args:
             if a.keyword is not None and a.keyword.endswith("@GRAD@MERGE"):
                 rj.initial[a.keyword] = np.zeros(a.type.shape)  # type: ignore[union-attr]

@@ -26,7 +26,14 @@ class RankResult:
     inserted into the main program and this rank runs (``None`` with ``annotate_only``: nothing
     lowered); ``memory_before``/``memory_after`` the parameters, gradients and optimizer states
     this rank holds before and after sharding.  ``notes`` are the decisions of this rank's
-    passes (``--explain``), ``ran`` their specs, ``warnings`` what they warned about."""
+    passes (``--explain``), ``ran`` their specs, ``warnings`` what they warned about.
+
+    With a pipeline schedule or gradient merge (``pp_schedule``/``acc_steps``), ``program`` is
+    the rank's final dist program (Paddle's ``dist_final``: after gradient merge), or with
+    ``dense`` its dense program; ``dense`` is the dense program as the scheduler leaves it,
+    ``plan`` the job plan (``plan.programs``: job type -> program; ``plan.jobs``: (type,
+    micro-batch) in schedule order; ``plan.job_list_text()`` as Paddle's job list), and
+    ``layouts``/``rings`` what a whole-step proof needs (:mod:`distc.pipeline.schedule`)."""
 
     rank: int
     program: Program | None = None
@@ -39,6 +46,9 @@ class RankResult:
     warnings: list[str] = field(default_factory=list)
     plan: Any = None  # pp_schedule / acc_steps: the JobPlan (job programs, jobs in schedule order)
     fusion: dict | None = None  # tensor fusion: the rank's buffers and who updates what (plan_summary)
+    dense: Program | None = None  # and: the dense program as the scheduler leaves it (= program with dense)
+    layouts: dict | None = None  # and: name -> layout of each data/parameter of the rank's dist program
+    rings: dict | None = None  # and: ring id -> group (ranks), as this rank's programs number them
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
 
@@ -71,9 +81,12 @@ class RankResult:
 
     def detached(self, texts: bool = False) -> "RankResult":
         """A copy without the programs (and their texts unless ``texts``), records without their
-        layouts: small, plain data a worker process sends back."""
+        layouts, a job plan without its programs (their types kept, each None): small, plain data
+        a worker process sends back."""
         colls = None if self.collectives is None else [dataclasses.replace(c, layouts=None) for c in self.collectives]
-        return dataclasses.replace(self, program=None, startup=None, collectives=colls,
+        plan = None if self.plan is None else dataclasses.replace(self.plan, programs=dict.fromkeys(self.plan.programs))
+        return dataclasses.replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan,
+                                   layouts=None,
                                    _text=self._text if texts else None,
                                    _startup_text=self._startup_text if texts else None)
 

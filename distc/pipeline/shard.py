@@ -21,8 +21,12 @@ in one thread or in several, do not see each other.
 * :class:`ShardPipeline` -- the steps, for callers that fork workers per rank (``distc shard
   --all-ranks``: :meth:`ShardPipeline.lower` in place in each worker, from the shared state).
 
-New stages (pipeline schedules, gradient merge, tensor fusion ...) are a field of
-:class:`ShardOptions` and a pass in :meth:`ShardPipeline.shared_passes` or :meth:`ShardPipeline.rank_passes`.
+With a pipeline schedule or gradient merge (``pp_schedule``, ``acc_steps``) each rank goes on
+after reshard: remove-other-rank, gradient-merge[, check-chunk-id] (Paddle's ``dist_final``),
+dist-to-dense and the scheduler pass (the job plan); the startup program gets the accumulators.
+
+New stages (tensor fusion ...) are a field of :class:`ShardOptions` and a pass in
+:meth:`ShardPipeline.shared_passes` or :meth:`ShardPipeline.rank_passes`.
 """
 
 from __future__ import annotations
@@ -64,9 +68,11 @@ class ShardOptions:
     dense: bool = False
     verify_each: bool = False
     moe_all_to_all: bool = False  # Paddle's FLAGS_enable_moe_utils lowering (reshard{moe_all_to_all})
-    # strategy.pipeline / strategy.gradient_merge: a schedule (FThenB, 1F1B, VPP, Eager1F1B, ZBH1; GM:
-    # gradient merge alone) over acc_steps micro-batches; each rank's dense program is split into
-    # job programs (RankResult.plan).  paddle_merge: Paddle's averaging after a global-norm clip.
+    # strategy.pipeline / strategy.gradient_merge: a schedule (FThenB, 1F1B, VPP, Eager1F1B, ZBH1; GM or
+    # None with acc_steps > 1: gradient merge alone) over acc_steps micro-batches; each rank's dense
+    # program is split into job programs (RankResult.plan); the rank's program is Paddle's final dist
+    # program (after gradient merge), or with dense its dense program as the scheduler leaves it.
+    # paddle_merge: Paddle's averaging after a global-norm clip of the sum.
     pp_schedule: str | None = None
     acc_steps: int = 1
     vpp_degree: int = 2
@@ -92,7 +98,6 @@ class ShardOptions:
                 raise ValueError(f"pp_schedule {self.pp_schedule!r}: one of {', '.join(MODES)}")
             if self.annotate_only:
                 raise ValueError("annotate_only stops before the schedule")
-            object.__setattr__(self, "dense", True)  # job programs are split from the dense program
         object.__setattr__(self, "mesh_dims", tuple(self.mesh_dims))
         if self.stage not in (0, 1, 2, 3):
             raise ValueError(f"stage {self.stage}: ZeRO stages are 0 to 3")
@@ -119,6 +124,7 @@ class Prepared:
     layouts: MainLayouts  # what the startup programs need of the main program
     ran: list[str] = field(default_factory=list)  # the shared passes' specs
     notes: list[str] = field(default_factory=list)  # their decisions
+    stages: list[tuple[int, ...]] | None = None  # with a schedule: the ranks of each pipeline stage's mesh
 
 
 class ShardPipeline:
@@ -228,20 +234,34 @@ class ShardPipeline:
 
     def rank_passes(self, rank: int) -> list[ModulePass]:
         """One rank's passes on the main program."""
+        return [p for part in self._rank_parts(rank) for p in part]
+
+    def pp_stage(self, rank: int) -> tuple[int, int]:
+        """(the rank's pipeline stage, the number of stages), from the shared program."""
+        from ..passes.pipeline_schedule import stage_of
+
+        sh = self.prepare()
+        for i, ids in enumerate(sh.stages or ()):
+            if rank in ids:
+                return i, len(sh.stages)
+        return stage_of(sh.program, rank)  # (the located error)
+
+    def _rank_parts(self, rank: int) -> tuple[list[ModulePass], list[ModulePass], list[ModulePass]]:
+        """(reshard, the passes on the rank's dist program after it, those after dist-to-dense)."""
         o = self.options
         if o.annotate_only:
-            return []
-        out: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all)]
+            return [], [], []
+        first: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all)]
         if o.scheduled:
-            from ..passes.pipeline_schedule import schedule_passes, stage_of
+            from ..passes.pipeline_schedule import schedule_passes
 
-            stage, degree = stage_of(self.prepare().program, rank)
+            stage, degree = self.pp_stage(rank)
             dist, dense = schedule_passes(o.pp_schedule or "GM", o.acc_steps, rank, stage, degree, o.vpp_degree,
                                           o.paddle_merge)
-            return out + [RemoveOtherRankPass(rank=rank)] + dist + dense
+            return first, [RemoveOtherRankPass(rank=rank)] + dist, dense
         if o.dense:
-            out += [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)]
-        return out
+            return first, [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)], []
+        return first, [], []
 
     def _run(self, passes: list[ModulePass], prog: Program, ctx: PassContext, final_verify: bool = False) -> None:
         if not passes and not final_verify:
@@ -271,13 +291,21 @@ class ShardPipeline:
         rest = [p for p in passes if not isinstance(p, ShardOptimizerPass)]
         if o.scheduled:  # (before the partition: which gradients the input reshards in the backward)
             from ..dialects.grads import resharded_in_backward
+            from ..passes.gradient_merge import clip_warning
 
             ctx.stats.resharded_grads = resharded_in_backward(prog)
+            w = clip_warning(prog, o.acc_steps, o.paddle_merge)  # distc's default and Paddle's differ
+            if w is not None:
+                ctx.warn(w)
         self._run(rest, prog, ctx)
         ran += [p.spec() for p in rest]
         if o.stage >= 1:
             check_sharding_degree(prog, ctx.stats.sharding_axis, o.mesh_dims, prog.filename or "<input>", ctx.warn)
         self.prepared = Prepared(prog, ctx, before, after, layouts, ran, list(ctx.notes))
+        if o.scheduled:
+            from ..passes.pipeline_schedule import stage_meshes
+
+            self.prepared.stages = [tuple(m.process_ids) for m in stage_meshes(prog)]
         return self.prepared
 
     # -- one rank ---------------------------------------------------------------------------------
@@ -304,13 +332,24 @@ class ShardPipeline:
             res.ran += [p.spec() for p in pre]
             layouts = MainLayouts.of(prog)
             self._fused(res, ctx.stats.fusion)
-        passes = self.rank_passes(rank)
-        if passes:
-            self._run(passes[:1], prog, ctx, final_verify=len(passes) == 1)
+        first, dist, dense = self._rank_parts(rank)
+        if first:
+            self._run(first, prog, ctx, final_verify=not dist)
             res.collectives = [c for c in ctx.collectives if c.runs]
-            self._run(passes[1:], prog, ctx, final_verify=len(passes) > 1)
-            res.ran += [p.spec() for p in passes]
-            res.plan = ctx.stats.job_plan
+            if dense:  # a schedule: the job programs are split from the dense program
+                from ..passes.pipeline_schedule import input_layouts
+
+                self._run(dist, prog, ctx, final_verify=not self.options.dense)
+                res.layouts = input_layouts(prog)
+                dist_final = None if self.options.dense else prog.clone()
+                self._run(dense, prog, ctx, final_verify=self.options.dense)
+                res.plan, res.dense = ctx.stats.job_plan, prog
+                res.rings = {ring: group for group, ring in ctx.rings.groups.items()}
+                if dist_final is not None:
+                    res.program = dist_final
+            else:
+                self._run(dist, prog, ctx, final_verify=bool(dist))
+            res.ran += [p.spec() for p in first + dist + dense]
         if sprog is not None:
             try:
                 if pre:
@@ -400,7 +439,8 @@ def shard(program: Program, rank: int = 0, *, startup: Program | Mapping[int, Pr
     optimizer ops included) for one rank, as ``distc shard --rank RANK`` does.
 
     Keyword options are :class:`ShardOptions`' (``stage``, ``axis``, ``mesh_dims``, ``amp``,
-    ``annotate_only``, ``dense``, ``verify_each``), or give ``options=``.  ``startup``: the
+    ``annotate_only``, ``dense``, ``verify_each``, ``moe_all_to_all``; a schedule: ``pp_schedule``,
+    ``acc_steps``, ``vpp_degree``, ``paddle_merge``), or give ``options=``.  ``startup``: the
     startup program (``startup_after_remove``) to shard as well.  ``program`` and ``startup``
     are left as they are unless ``copy=False``.  Raises :class:`~distc.DiagnosticError` on wrong
     input; warnings are in the result's ``warnings`` (and ``diagnostics``, if given)."""

@@ -18,8 +18,8 @@ EPILOG = """\b
 Examples:
   distc report samples/llama_dp2mp2_adamw.ir -o report.html
   distc report main.ir --stage 3 --mesh-dims dp,mp -o zero3.html --json
-  distc schedule pp.ir --pp-schedule 1F1B --acc-steps 8 --all-ranks --cost --json -o 'j/{rank}.{job}.ir' 2> 1f1b.json
-  distc report pp.ir --schedule 1f1b.json --schedule zbh1.json -o pp.html
+  distc schedule pp.ir --acc-steps 8 --pp-schedule FThenB,1F1B,ZBH1 --json 2> sched.json
+  distc report pp.ir --schedule sched.json -o pp.html
 \b
 The page is one HTML file (inline SVG charts, no script, nothing fetched): open it from disk or
 from a CI artifact.  --json prints the figures it shows as one line on stderr.
@@ -40,7 +40,7 @@ from a CI artifact.  --json prints the figures it shows as one line on stderr.
               help="worker processes  [default: the machine's cores]")
 @click.option("--schedule", "schedule_files", multiple=True, metavar="FILE",
               help="pipeline schedules to draw (repeatable): JSON {name: {rank: [[job, micro_batch, start, end], "
-                   "...]}}, or a `distc schedule --cost --json` line")
+                   "...]}}, or a `distc schedule --json` line")
 @click.option("--json", "as_json", is_flag=True, help="the page's figures as one line of JSON on stderr")
 @click.option("-q", "--quiet", is_flag=True, help="no summary line on stderr")
 @program_option("MAIN's K-th program, when its file holds several (1 = first)")
@@ -107,8 +107,8 @@ def command_line() -> str:
 
 def read_schedules(path: str) -> tuple[dict, dict]:
     """``--schedule FILE``: ``{name: {rank: [[job, micro_batch, start, end(, idle)], ...]}}`` from
-    JSON, or a whole ``distc schedule --cost --json`` line (its ``timelines``, and its bubble, which
-    counts the waits inside jobs); a located error if it is neither.  (schedules, bubbles)"""
+    JSON, or a whole ``distc schedule --json`` line (its ``timelines``, and each schedule's bubble,
+    which counts the waits inside jobs); a located error if it is neither.  (schedules, bubbles)"""
     import json
 
     from ...driver import read_text
@@ -122,9 +122,10 @@ def read_schedules(path: str) -> tuple[dict, dict]:
         raise DiagnosticError(f"not JSON: {e.msg}", e.lineno, e.colno, filename=path, source=text) from None
     bubbles: dict[str, float] = {}
     if isinstance(doc, dict) and isinstance(doc.get("timelines"), dict):
-        cost = doc.get("cost")
-        if isinstance(cost, dict) and isinstance(cost.get("bubble"), (int, float)) and len(doc["timelines"]) == 1:
-            bubbles[str(next(iter(doc["timelines"])))] = float(cost["bubble"])
+        rows = doc.get("schedules")
+        for name, row in (rows.items() if isinstance(rows, dict) else ()):
+            if isinstance(row, dict) and isinstance(row.get("bubble"), (int, float)) and name in doc["timelines"]:
+                bubbles[str(name)] = float(row["bubble"])
         doc = doc["timelines"]
     out: dict = {}
     try:
@@ -139,7 +140,7 @@ def read_schedules(path: str) -> tuple[dict, dict]:
                                      "or waits longer than it lasts")
     except (AttributeError, TypeError, ValueError, IndexError, KeyError) as e:
         raise DiagnosticError("expected {schedule name: {rank: [[job, micro_batch, start, end], ...]}} (or "
-                              "`distc schedule --cost --json` output)" + (f": {e}" if isinstance(e, ValueError) and
+                              "`distc schedule --json` output)" + (f": {e}" if isinstance(e, ValueError) and
                                                                           str(e).startswith("rank") else ""),
                               filename=path) from None
     return out, bubbles

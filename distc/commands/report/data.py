@@ -48,7 +48,7 @@ class ReportData:
     bubbles: dict[str, float] = field(default_factory=dict)  # name -> the bubble its cost model gave
 
     def bubble(self, name: str) -> float:
-        """A schedule's bubble: the one ``distc schedule --cost`` computed (it knows the waits
+        """A schedule's bubble: the one ``distc schedule`` computed (it knows the waits
         inside jobs), else from the jobs' times."""
         from .charts import bubble_fraction
 
