@@ -5,14 +5,20 @@ Types and attributes are immutable and shared."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 from .core import Block, Operation, Program, Region, Value
 
 
-def clone_program(prog: Program) -> Program:
+def clone_program(prog: Program, keep: Callable[[Operation], bool] | None = None,
+                  prepare: Callable[[Block, dict], None] | None = None) -> Program:
+    """A copy of ``prog``; with ``keep``, of the top-level ops it accepts only (each whole, with
+    its regions).  ``prepare(block, vmap)`` runs once the top block's arguments are cloned, before
+    any op: it may add arguments and map (in ``vmap``: old value -> new) the values of ops left out
+    that kept ops use."""
     vmap: dict[Value, Value] = {}
     pending: list[tuple[Operation, Operation]] = []  # operands are set once every value exists
-    new = Program(_clone_block(prog.block, vmap, pending), replace(prog.style), prog.filename)
+    new = Program(_clone_block(prog.block, vmap, pending, keep, prepare), replace(prog.style), prog.filename)
     new.head = prog.head
     new.tail = prog.tail
     for old_op, op in pending:
@@ -21,7 +27,7 @@ def clone_program(prog: Program) -> Program:
     return new
 
 
-def _clone_block(block: Block, vmap: dict, pending: list) -> Block:
+def _clone_block(block: Block, vmap: dict, pending: list, keep=None, prepare=None) -> Block:
     nb = Block()
     for a in block.args:
         na = nb.add_argument(a._type, a.name, a.keyword, a.attrs)
@@ -31,7 +37,11 @@ def _clone_block(block: Block, vmap: dict, pending: list) -> Block:
     nb.arg_src = block.arg_src
     nb.indent = block.indent
     nb.dirty = block.dirty
+    if prepare is not None:
+        prepare(nb, vmap)
     for old in block.ops:
+        if keep is not None and not keep(old):
+            continue
         op = Operation(old.name, (), [r._type for r in old.results], old._attrs,
                        [_clone_region(r, vmap, pending) for r in old.regions],
                        op_id=old.op_id, result_names=[r.name for r in old.results],

@@ -367,7 +367,7 @@ class Program:
     def __init__(self, block: Block | None = None, style=None, filename: str | None = None) -> None:
         from .style import Style
 
-        self.block = block or Block()
+        self.block = block if block is not None else Block()  # (an empty Block is falsy: len 0)
         self.style: Style = style or Style()
         self.filename = filename
         self.head = "{\n"  # text before the first op (banner, the '{' line)

@@ -20,7 +20,8 @@ from ..dialects import ops
 from ..dialects.pir_kwargs import UnorderedMapOrder, as_cloned, inserted
 from ..ir import attrs as A
 from ..ir.builder import InsertPoint
-from ..ir.core import Operation, Program, Value
+from ..ir.clone import clone_program
+from ..ir.core import BlockArgument, Operation, Program, Value
 from ..syntax.diagnostics import DiagnosticError
 from .base import ModulePass, PassContext
 from .sharding_util import persistable
@@ -131,34 +132,73 @@ class Splitter:
     save_if: Callable[[str], bool] | None = None  # VPP: save a named value only if its name has "var_"
 
     def run(self) -> dict[str, Program]:
+        """Paddle's split, as if each job program were a clone of the whole program from which,
+        walking it backwards, the ops of other types are erased (a value a later job uses becoming
+        its kwarg); each job program is cloned from the ops of its type only."""
         complete = self.dense.ops
-        progs = {t: self.dense.clone() for t in self.types}
-        kw: dict[str, UnorderedMapOrder] = {}
-        for t, p in progs.items():  # each clone's kwargs: the dense program's re-inserted in order
-            kw[t] = UnorderedMapOrder(a.keyword for a in p.block.args if a.keyword is not None)
-            as_cloned(p.block)
-        opsd = {t: p.block.ops for t, p in progs.items()}
-        for idx in range(len(complete) - 1, -1, -1):
-            cur = self.assign(idx, complete[idx])
+        n = len(complete)
+        kinds = [""] * n
+        for idx in range(n - 1, -1, -1):  # (an assigner may keep state: backwards, as Paddle walks)
+            kinds[idx] = self.assign(idx, complete[idx])
+        top = {}
+        for i, op in enumerate(complete):
+            for inner in (op.walk() if op.regions else (op,)):
+                top[id(inner)] = i
+        crossing: dict[str, list[tuple[Value, str]]] = {t: [] for t in self.types}  # in the order Paddle adds them
+        edits: list[tuple] = []  # ("save", idx, ri, name) / ("attr", type, idx, key, value, only if absent)
+        for idx in range(n - 1, -1, -1):
+            cur, op = kinds[idx], complete[idx]
             later = self.later(cur) if self.later else self.types[self.types.index(cur) + 1:]
-            for ri in range(complete[idx].num_results):
-                users = [u for u in later if opsd[u][idx].results[ri].uses]
+            for ri, res in enumerate(op.results):
+                by_type: dict[str, list[int]] = {}
+                for user, _ in res.uses:
+                    j = top[id(user)]
+                    by_type.setdefault(kinds[j], []).append(j if complete[j] is user else -1)
+                left = [t for t in by_type if t != cur and t not in later]
+                if left:  # (a clone of the whole program could not erase the op there: Paddle fails too)
+                    raise DiagnosticError(f"pipeline: '{op.name}' ({cur}) makes a value the earlier job "
+                                          f"'{left[0]}' uses")
+                users = [u for u in later if u in by_type]
                 if not users:
                     continue
-                name = self._name(progs, opsd, cur, idx, ri, complete)
+                name = self._name(edits, cur, idx, ri, complete)
                 for u in users:
                     if self.events:
-                        self._dependency(opsd, cur, u, idx, ri, name)
-                    old = opsd[u][idx].results[ri]
-                    arg = progs[u].block.add_argument(old.type, keyword=name)
-                    keys = ["place", "persistable"]
+                        self._dependency(edits, cur, u, idx, [j for j in by_type[u] if j >= 0], name)
+                    crossing[u].append((res, name))
+        kw: dict[str, UnorderedMapOrder] = {}
+        progs: dict[str, Program] = {}
+        made: dict[str, dict[int, Operation]] = {}
+        for t in self.types:
+            kw[t] = UnorderedMapOrder(a.keyword for a in self.dense.block.args if a.keyword is not None)
+            args: list[BlockArgument] = []
+
+            def prepare(block, vmap, t=t, args=args) -> None:
+                as_cloned(block)
+                for old, name in crossing[t]:
+                    arg = block.add_argument(old.type, keyword=name)
                     vals = {"place": A.PlaceAttr("Place(cpu)", False), "persistable": A.BoolAttr(persistable(old))}
-                    arg.attrs = {k: vals[k] for k in inserted(keys)}
-                    kw[u].insert(name)
-                    old.replace_all_uses_with(arg)
-            for u in self.types:
-                if u != cur:
-                    opsd[u][idx].erase()
+                    arg.attrs = {k: vals[k] for k in inserted(["place", "persistable"])}
+                    kw[t].insert(name)
+                    vmap[old] = arg
+                    args.append(arg)
+
+            kept = [i for i in range(n) if kinds[i] == t]
+            ids = {id(complete[i]) for i in kept}
+            p = progs[t] = clone_program(self.dense, lambda o: id(o) in ids, prepare)
+            made[t] = dict(zip(kept, p.block.ops))
+            for arg in args:  # (their uses were set: Paddle's replace_all_uses_with marks the users)
+                for user in arg.users:
+                    user.dirty = True
+        for e in edits:
+            if e[0] == "save":
+                _, t, idx, ri, name = e
+                save_value(made[t][idx], ri, name)
+            else:
+                _, t, idx, key, value, if_absent = e
+                o = made[t][idx]
+                if not (if_absent and key in o.attrs):
+                    o.set_attr(key, value)
         for t, p in progs.items():
             by_key = {a.keyword: a for a in p.block.args if a.keyword is not None}
             p.block.args = [a for a in p.block.args if a.keyword is None] + [by_key[k] for k in kw[t] if k in by_key]
@@ -167,34 +207,30 @@ class Splitter:
             p.block.dirty = True
         return progs
 
-    def _name(self, progs, opsd, cur: str, idx: int, ri: int, complete) -> str:
-        op = opsd[cur][idx]
+    def _name(self, edits: list, cur: str, idx: int, ri: int, complete) -> str:
+        op = complete[idx]
         name = None
         if not self.plain_names(cur):
-            name = _value_name(op, ri) if op.name in (ops.DATA, ops.PARAMETER) else _shadow_name(complete[idx].results[ri])
+            name = _value_name(op, ri) if op.name in (ops.DATA, ops.PARAMETER) else _shadow_name(op.results[ri])
         if name is None:
-            name = f"var_{idx}_{complete[idx].name}_{ri}"
+            name = f"var_{idx}_{op.name}_{ri}"
             if self.save_if is None:
-                save_value(op, ri, name)
+                edits.append(("save", cur, idx, ri, name))
         if self.save_if is not None and self.save_if(name):
-            save_value(op, ri, name)
+            edits.append(("save", cur, idx, ri, name))
         return name
 
     @staticmethod
-    def _dependency(opsd, cur: str, nxt: str, idx: int, ri: int, name: str) -> None:
+    def _dependency(edits: list, cur: str, nxt: str, idx: int, users: list[int], name: str) -> None:
+        """Paddle's events: the producer records one, the first op of the later job to use the
+        value waits for it."""
         if not (("backward" in cur and "send_backward" in nxt) or ("recv_forward" in cur and "forward" in nxt)):
             return
-        nops = opsd[nxt]
-        pos = {id(o): i for i, o in enumerate(nops)}
-        users = [u for u in nops[idx].results[ri].users if id(u) in pos]
         if not users:
             return
-        first = min(users, key=lambda u: pos[id(u)])
-        rec = opsd[cur][idx]
-        if "force_record_event" not in rec.attrs:
-            rec.set_attr("force_record_event", A.BoolAttr(True))
-        rec.set_attr("event_to_record", A.StrAttr.of(name))
-        first.set_attr("events_to_wait", A.ArrayAttr((A.StrAttr.of(name),)))
+        edits.append(("attr", cur, idx, "force_record_event", A.BoolAttr(True), True))
+        edits.append(("attr", cur, idx, "event_to_record", A.StrAttr.of(name), False))
+        edits.append(("attr", nxt, min(users), "events_to_wait", A.ArrayAttr((A.StrAttr.of(name),)), False))
 
 
 def region_assigner(names: dict[int, str]) -> Callable[[int, Operation], str]:
