@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import sys
 
 import click
@@ -104,6 +103,8 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
                 if check:
                     if res != text:
                         changed += 1
+                        import difflib
+
                         diff = difflib.unified_diff(
                             text.splitlines(keepends=True), res.splitlines(keepends=True),
                             fromfile=name, tofile=name + " (distc fmt)")

@@ -4,7 +4,7 @@ optimizer operands) — located errors, never a silent wrong output."""
 
 from __future__ import annotations
 
-from ..dialects.optimizers import BETA_POW, GRAD, LR, PARAM, STATE, optimizer_sig
+from ..dialects.optimizers import BETA_POW, GRAD, LR, OPTIMIZERS, PARAM, STATE, optimizer_sig
 from ..ir.core import Block, Operation, Program, Value
 from ..ir.dist import OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr
 from ..ir.types import DenseTensorType, DistTensorType, VectorType
@@ -15,6 +15,7 @@ INT64_MAX = (1 << 63) - 1
 # master weights, skip_update, moment2_max without amsgrad)
 REQUIRED = {PARAM, GRAD, LR, STATE, BETA_POW}
 OPTIONAL_STATES = {"moment2_max"}
+OPTIMIZER_KEYS = frozenset(name for name, _ in OPTIMIZERS)  # the op names optimizer_sig may know
 ROLE_NAMES = {PARAM: "the parameter", GRAD: "its gradient", LR: "the learning rate", STATE: "an optimizer state",
               BETA_POW: "a beta power accumulator"}
 
@@ -37,14 +38,16 @@ def verify_values(prog: Program) -> None:
     gradient, learning rate or a state (``<<NULL VALUE>>``).  Types and meshes are shared
     objects: each is checked once."""
     seen: set[int] = set()
+    sigs = OPTIMIZER_KEYS
     for op in prog.walk():
-        for kind, values in (("result", op.results), ("operand", op._operands)):
-            for i, v in enumerate(values):
+        for values, kind in ((op.results, "result"), (op._operands, "operand")):
+            for v in values:
                 if v is not None and id(v._type) not in seen:
+                    i = values.index(v)
                     seen.add(id(v._type))
                     _check_type(op, f"{kind}({i})", v._type, seen)
-        d = op.attrs.get("op_dist_attr")
-        if isinstance(d, OperationDistAttr) and id(d) not in seen:
+        d = op._attrs.get("op_dist_attr")
+        if d is not None and id(d) not in seen and isinstance(d, OperationDistAttr):
             seen.add(id(d))
             _check_mesh(op, "op_dist_attr", d.mesh, seen)
             for kind, entries in (("operand", d.operands), ("result", d.results)):
@@ -52,9 +55,10 @@ def verify_values(prog: Program) -> None:
                     for t in (e.items if isinstance(e, VecDistAttr) else (e,)):
                         if isinstance(t, TensorDistAttr):
                             _check_mesh(op, f"op_dist_attr {kind}({i})", t.mesh, seen)
-        sig = optimizer_sig(op)
-        if sig is not None:
-            _check_optimizer(op, sig)
+        if op.name in sigs:
+            sig = optimizer_sig(op)
+            if sig is not None:
+                _check_optimizer(op, sig)
 
 
 def _check_type(op: Operation, where: str, t, seen: set[int]) -> None:
@@ -121,6 +125,7 @@ def _verify_block(block: Block, visible: set[int], fits: set) -> None:
     seen = set(visible)
     for a in block.args:
         seen.add(id(a))
+    add = seen.add
     for op in block.ops:
         if op.parent is not block:
             raise _fail(op, "op's parent link does not point at its block")
@@ -129,25 +134,36 @@ def _verify_block(block: Block, visible: set[int], fits: set) -> None:
                 continue
             if id(v) not in seen:
                 raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-            if (op, i) not in v.uses:
+            if not _has_use(v.uses, op, i):
                 raise _fail(op, f"operand {i} is missing from its value's use list")
         for r in op.results:
             for user, idx in r.uses:
-                if user.operand(idx) is not r:
+                if user._operands[idx] is not r:
                     raise _fail(op, f"result {r.index} has a stale use in '{user.name}'")
         for region in op.regions:
             for b in region.blocks:
                 _verify_block(b, seen, fits)
         _verify_dist(op, fits)
         for r in op.results:
-            seen.add(id(r))
+            add(id(r))
+
+
+def _has_use(uses: list, op: Operation, i: int) -> bool:
+    """``(op, i) in uses``, the last uses first (a value's use list grows in program order, so
+    the walk finds each op's use near its end) and by identity."""
+    for k in range(len(uses) - 1, -1, -1):
+        u = uses[k]
+        if u[0] is op and u[1] == i:
+            return True
+    return False
 
 
 def _verify_dist(op: Operation, fits: set) -> None:
     """``fits``: (entry, type) pairs already found to fit, by identity (entries and types are
     immutable and shared between ops: each pair is checked once)."""
-    d = op.attrs.get("op_dist_attr")
-    if not isinstance(d, OperationDistAttr) or "grad_merge_add" in op.attrs:
+    attrs = op._attrs
+    d = attrs.get("op_dist_attr")
+    if d is None or not isinstance(d, OperationDistAttr) or "grad_merge_add" in attrs:
         return  # (Paddle's gradient-merge add_ carries its gradient's producer's dist attr)
     # Paddle itself writes fewer entries than operands on some ops (the slice of r->s keeps only
     # operand(0); full on non-root ranks of r->p keeps a stale operand entry), so entry counts are

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from ..analysis.cost import human_bytes, require_rank
-from ..driver import check_pattern, err_console, load_kept, program_option, reporting, warn
+from ..driver import check_pattern, collector_off, err_console, load_kept, program_option, reporting, warn
 from ..ir.core import Program
 from ..ir.dist import ranks_text
 from ..outputs import Outputs
@@ -130,6 +130,7 @@ def _summary(res: RankResult, stage: int, axis) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 @program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
+@collector_off()  # (a big program's objects live to the end: no collector rescanning them)
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
             all_ranks: bool, rank_list: str | None, jobs: int | None, moe_all_to_all: bool, tensor_fusion: bool,
             overlap: bool, comm_buffer_mb: float | None, release_gradients: bool, annotate_only: bool, dense: bool,

@@ -14,10 +14,8 @@ checked.
 
 from __future__ import annotations
 
-import difflib
 import functools
-import gzip
-from pathlib import Path
+import os
 
 from ..ir.core import Operation, Program
 from ..syntax.diagnostics import DiagnosticError
@@ -44,7 +42,9 @@ EARLIER = frozenset({
 
 @functools.lru_cache(maxsize=1)
 def known_names() -> frozenset[str]:
-    with gzip.open(Path(__file__).with_name("paddle_ops.txt.gz"), "rt", encoding="utf-8") as f:
+    import gzip
+
+    with gzip.open(os.path.join(os.path.dirname(__file__), "paddle_ops.txt.gz"), "rt", encoding="utf-8") as f:
         names = {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
     names |= EARLIER | set(collectives.COLLECTIVE_OPS)
     names |= {name for name, _ in optimizers.OPTIMIZERS}
@@ -68,6 +68,8 @@ def suggestion(name: str) -> str | None:
     """The known op name closest to ``name`` (a typo's intended name), if one is close."""
     dialect, _, base = name.partition(".")
     pool = [n for n in known_names() if n.startswith(dialect + ".")] if dialect in CHECKED_DIALECTS else []
+    import difflib
+
     close = difflib.get_close_matches(name, pool or known_names(), n=1, cutoff=0.8)
     if not close and dialect not in CHECKED_DIALECTS:  # a misspelt dialect: pd_opp.matmul
         close = [n for n in (f"{d}.{base}" for d in sorted(CHECKED_DIALECTS)) if n in known_names()][:1]

@@ -42,7 +42,8 @@ def _ring_ids_in(prog) -> set[int]:
     out = set()
     for op in prog.walk():
         a = op.attrs.get("ring_id")
-        v = getattr(a, "value", None)
-        if isinstance(v, int):
-            out.add(v)
+        if a is not None:  # (most ops have none)
+            v = getattr(a, "value", None)
+            if isinstance(v, int):
+                out.add(v)
     return out

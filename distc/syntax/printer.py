@@ -20,6 +20,8 @@ class _Printer:
         self.out: list[str] = []
         self.counter = 0
         self.type_text: dict = {}
+        self.type_ids: dict[int, str] = {}  # id(type) -> text (types outlive the printing)
+        self.attr_ids: dict[int, str] = {}  # id(attribute) -> text
         self.tails: dict = {}  # see op_line
         self.inline_pending: set[int] = set()
         self.fresh = 0
@@ -65,6 +67,21 @@ class _Printer:
         if s is None:
             s = str(t)
             self.type_text[t] = s
+        return s
+
+    def _t_id(self, t) -> str:
+        """A type's text, by identity (no hash of the type's value), then by value."""
+        s = self.type_ids.get(id(t))
+        if s is None:
+            s = self._t(t)
+            self.type_ids[id(t)] = s
+        return s
+
+    def _attr_id(self, v) -> str:
+        s = self.attr_ids.get(id(v))
+        if s is None:
+            s = str(v)
+            self.attr_ids[id(v)] = s
         return s
 
     # -- blocks and ops ----------------------------------------------------------------------
@@ -179,14 +196,18 @@ class _Printer:
                tuple([id(v._type) if v is not None else 0 for v in op._operands]))
         tail = self.tails.get(key)
         if tail is None:
-            t = self._t
-            outs = ", ".join(t(r.type) for r in op.results)
-            tail = " " + format_attr_dict(attrs, self.style.sorted_attrs)
+            # each attribute and type is printed once (by identity: they live as long as the
+            # program), and the tail from those texts: equal tails of distinct objects (the
+            # retyped values of partition, the attributes of each reshard) cost a join
+            t, a = self._t_id, self._attr_id
+            keys = sorted(attrs) if self.style.sorted_attrs else attrs
+            body = ",".join([k + ":" + a(attrs[k]) for k in keys])
+            outs = ", ".join([t(r._type) for r in op.results])
             if op.sig == "full":
-                ins = ", ".join("<<NULL TYPE>>" if v is None else t(v.type) for v in op._operands)
-                tail += f" : ({ins}) -> {outs}"
+                ins = ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in op._operands])
+                tail = "".join((" {", body, "} : (", ins, ") -> ", outs))
             else:
-                tail += f" -> {outs}"
+                tail = "".join((" {", body, "} -> ", outs))
             self.tails[key] = tail
         parts.append(tail)
         if op.regions:

@@ -19,7 +19,7 @@ for byte.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from copy import copy
 
 from ...ir.builder import InsertPoint
 from ...ir.core import Operation
@@ -136,6 +136,15 @@ class Replayer:
         out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
         if result is not None:
             loc = op.loc
-            result.records.extend(replace(r, line=loc[0] if loc else None) for r in t.records)
-            result.steps.append(replace(t.step, loc=loc))
+            line = loc[0] if loc else None
+            result.records.extend(_with(r, "line", line) for r in t.records)
+            result.steps.append(_with(t.step, "loc", loc))
         return retire(op, out)
+
+
+def _with(record, name: str, value):
+    """``dataclasses.replace(record, name=value)`` for the plain (not frozen, no ``__post_init__``)
+    records replayed here, without ``replace``'s field-by-field rebuild (thousands a program)."""
+    new = copy(record)
+    setattr(new, name, value)
+    return new

@@ -174,10 +174,14 @@ def detect_style(text: str, prog: Program) -> Style:
     sorted_ok = True
     canonical = True
     n = 0
+    seen: set[int] = set()  # attribute dicts are shared between ops read alike: each checked once
     for op in prog.walk():
-        keys = list(op.attrs)
-        if sorted_ok and keys != sorted(keys):
-            sorted_ok = False
+        attrs = op.attrs
+        if sorted_ok and id(attrs) not in seen:
+            seen.add(id(attrs))
+            keys = list(attrs)
+            if keys != sorted(keys):
+                sorted_ok = False
         for r in op.results:
             if r.name is not None and r.name.isdigit():
                 if r.name != str(n):

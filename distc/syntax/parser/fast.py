@@ -116,6 +116,32 @@ class _Cache(dict):
         self[key] = value
 
 
+# one attribute item of the plain forms: a string without quotes or backslashes inside, or a run
+# of flat lists, flat parenthesised groups and tokens without separators (no op_dist_attr: it holds
+# braces).  Where every item of a dict body is one of these, splitting at the commas between them
+# gives what _split_general gives (its depth counting and string ends agree on such items).
+_PLAIN_ITEM = re.compile(r'[A-Za-z_]\w*:(?:"[^"\\]*+"(?=,|\Z)'
+                         r'|(?:\[[^\[\]{}()<>"]*+\]|\([^()\[\]{}<>"]*+\)|[^",{}\[\]()<>]++)++)')
+
+
+def _split_plain(text: str) -> list[str] | None:
+    """An attribute dict body split into its items when each is of the plain forms (else None)."""
+    match = _PLAIN_ITEM.match
+    out = []
+    pos, n = 0, len(text)
+    while True:
+        m = match(text, pos)
+        if m is None:
+            return None
+        pos = m.end()
+        out.append(m.group())
+        if pos == n:
+            return out
+        if text[pos] != ",":
+            return None
+        pos += 1
+
+
 class FastParser:
     """Line-at-a-time parser for ordinary dumps, with caches shared across calls."""
 
@@ -181,7 +207,7 @@ class FastParser:
             return []
         i = text.find("op_dist_attr:{")
         if i < 0 or (i > 0 and text[i - 1] != ","):
-            return _split_general(text)
+            return _split_plain(text) or _split_general(text)
         # op_dist_attr holds no strings: its end is found by counting braces alone
         depth = 0
         j = -1
@@ -195,10 +221,11 @@ class FastParser:
                     break
         if j < 0 or (j < len(text) and text[j] != ","):
             return _split_general(text)
-        out = _split_general(text[: i - 1]) if i > 0 else []
+        out = (_split_plain(text[: i - 1]) or _split_general(text[: i - 1])) if i > 0 else []
         out.append(text[i:j])
         if j < len(text):
-            out.extend(_split_general(text[j + 1:]))
+            rest = text[j + 1:]
+            out.extend(_split_plain(rest) or _split_general(rest))
         return out
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
@@ -230,6 +257,7 @@ class FastParser:
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
+        build = b.build_line
         step = max(1 << 16, n // 100)
         next_report = step
         last = (i, pos)  # the last top-level op line read: where the grammar resumes at the end
@@ -255,14 +283,18 @@ class FastParser:
                 m = None
                 name, ind = intern(name), intern(ind)  # one string for every op of a name, an indent
                 try:
-                    t_in, t_out = types(tin), types(tout or "")
-                    tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)
-                    op = b.build(
-                        _Named(_RESULTS, res, i + 1) if res else [],
-                        name, int(oid) if oid else None,
-                        _Named(_OPERANDS, opnds, i + 1, True) if opnds else [],
-                        attr_dict(attrs), t_in, t_out, "full", (), i + 1, len(ind) + 1,
-                    )
+                    if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
+                        op = build(_names(res), name, int(oid) if oid else None, _operand_names(opnds),
+                                   attr_dict(attrs), types(tin), types(tout or ""), i + 1, len(ind) + 1)
+                    else:
+                        t_in, t_out = types(tin), types(tout or "")
+                        tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)
+                        op = b.build(
+                            _Named(_RESULTS, res, i + 1) if res else [],
+                            name, int(oid) if oid else None,
+                            _Named(_OPERANDS, opnds, i + 1, True) if opnds else [],
+                            attr_dict(attrs), t_in, t_out, "full", (), i + 1, len(ind) + 1,
+                        )
                 except Refused as e:
                     raise _in_line(e, line, i + 1) from None
                 except Exception:  # noqa: BLE001 - a line it cannot read: the grammar reads on from it
@@ -394,6 +426,27 @@ _ONE_OPERAND = re.compile(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
 # item (a list of 800,000 results took 30x its size in the regex engine's stack)
 _RESULTS = re.compile(f"{_V}(?:, {_V})*+")
 _OPERANDS = re.compile(f"(?:{_V}|<<NULL VALUE>>)(?:, (?:{_V}|<<NULL VALUE>>))*+")
+
+
+_FEW = 4096  # characters of value names on an op line up to which they are read as one list
+
+
+def _names(text: str) -> list[str]:
+    """The result names of an ordinary op line, without '%' (else _Fallback)."""
+    if not text:
+        return []
+    if _RESULTS.fullmatch(text) is None:
+        raise _Fallback
+    return [r[1:] for r in text.split(", ")]
+
+
+def _operand_names(text: str) -> list[str | None]:
+    """The operand names of an ordinary op line, without '%' (None: <<NULL VALUE>>)."""
+    if not text:
+        return []
+    if _OPERANDS.fullmatch(text) is None:
+        raise _Fallback
+    return [None if o == "<<NULL VALUE>>" else o[1:] for o in text.split(", ")]
 
 
 class _Named:
