@@ -14,6 +14,7 @@ from .leaves import (
     check_nesting,
 )
 from .names import Builder
+from .texts import from_skeleton, keep_skeleton, split_plain as _split_plain
 
 
 def lark_parser():
@@ -116,32 +117,6 @@ class _Cache(dict):
         self[key] = value
 
 
-# one attribute item of the plain forms: a string without quotes or backslashes inside, or a run
-# of flat lists, flat parenthesised groups and tokens without separators (no op_dist_attr: it holds
-# braces).  Where every item of a dict body is one of these, splitting at the commas between them
-# gives what _split_general gives (its depth counting and string ends agree on such items).
-_PLAIN_ITEM = re.compile(r'[A-Za-z_]\w*:(?:"[^"\\]*+"(?=,|\Z)'
-                         r'|(?:\[[^\[\]{}()<>"]*+\]|\([^()\[\]{}<>"]*+\)|[^",{}\[\]()<>]++)++)')
-
-
-def _split_plain(text: str) -> list[str] | None:
-    """An attribute dict body split into its items when each is of the plain forms (else None)."""
-    match = _PLAIN_ITEM.match
-    out = []
-    pos, n = 0, len(text)
-    while True:
-        m = match(text, pos)
-        if m is None:
-            return None
-        pos = m.end()
-        out.append(m.group())
-        if pos == n:
-            return out
-        if text[pos] != ",":
-            return None
-        pos += 1
-
-
 class FastParser:
     """Line-at-a-time parser for ordinary dumps, with caches shared across calls."""
 
@@ -149,6 +124,7 @@ class FastParser:
         self.types = _Cache()
         self.attr_dicts = _Cache()
         self.items = _Cache()
+        self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
         self._lark_inst = None
 
@@ -159,8 +135,11 @@ class FastParser:
         return self._lark_inst
 
     def type_list(self, text: str) -> list:
-        t = self.types.hit(text)
-        if t is None:
+        types = self.types
+        t = types.get(text)
+        if t is not None:
+            types.hits += 1
+        else:
             if not text:
                 t = []
             else:
@@ -171,19 +150,32 @@ class FastParser:
         return t
 
     def attr_dict(self, text: str) -> dict:
-        d = self.attr_dicts.hit(text)
+        dicts = self.attr_dicts
+        d = dicts.get(text)
         if d is not None:
+            dicts.hits += 1
             return d
+        plain = '"' in text and "\\" not in text and "\n" not in text  # strings of one piece each
+        if plain:
+            d = from_skeleton(self.skeletons, text)
+            if d is not None:
+                dicts.keep(text, d)
+                return d
         d = {}
+        items = self.items
         for item in self._split_items(check_nesting(text)):
-            kv = self.items.hit(item)
+            kv = items.get(item)
             if kv is None:
                 kv = self._item(item)
+            else:
+                items.hits += 1
             k, v = kv
             if k in d:
                 raise _Fallback
             d[k] = v
-        self.attr_dicts.keep(text, d)
+        dicts.keep(text, d)
+        if plain:
+            keep_skeleton(self.skeletons, text, d)
         return d
 
     def _item(self, item: str) -> tuple:
