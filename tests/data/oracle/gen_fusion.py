@@ -48,7 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gen_llm import _last_line, pack, unpack  # noqa: E402
+from gen_llm import pack, unpack  # noqa: E402
+from oracle_capture import refusal  # noqa: E402
 
 SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "dense", "startup_after_remove",
              "startup_final"]
@@ -272,11 +273,8 @@ def worker(group, case, variant, rank, outdir):
     try:
         (fusion_capture if group == "fusion" else moe_capture)(case, variant, cb)
     except Exception as e:  # Paddle refused: its message, and the snapshots taken before
-        msg = _last_line(e)
-        if not msg.startswith(type(e).__name__ + ":"):
-            msg = f"{type(e).__name__}: {msg}"
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
-            f.write(msg + "\n")
+            f.write(refusal(e) + "\n")
     for s in SNAPSHOTS + (["after_remove"] if group == "moe" else []):  # MoE: share_data_ before dense
         if s in got:
             with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
