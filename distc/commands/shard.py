@@ -90,7 +90,8 @@ def _summary(res: RankResult, stage: int, axis) -> None:
               "one all-to-all on its 1-D sub-mesh, as Paddle does under FLAGS_enable_moe_utils=true")
 @click.option("--tensor-fusion", is_flag=True, help="ZeRO-1 with tensor fusion, as Paddle's "
               "strategy.sharding.enable_tensor_fusion: gradients and parameters in buffers, one reduce-scatter "
-              "and all-gather a buffer, each parameter's update on the rank(s) owning it (per rank)")
+              "and all-gather a buffer, each parameter's update on the rank(s) owning it (per rank); with --stage 3 "
+              "the rank keeps its shard of each buffer and gathers the buffer before the forward")
 @click.option("--overlap", is_flag=True, help="with --tensor-fusion: strategy.sharding.enable_overlap")
 @click.option("--comm-buffer-size", "comm_buffer_mb", type=float, default=None, metavar="MB",
               help="with --tensor-fusion: strategy.sharding.comm_buffer_size_MB (0: a buffer a parameter)  [default: 256]")
@@ -167,8 +168,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
         if not tensor_fusion and (overlap or release_gradients or comm_buffer_mb is not None):
             raise click.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
-        if tensor_fusion and stage not in (1, 2):
-            raise click.UsageError(f"--tensor-fusion is ZeRO-1 (Paddle's ShardingStage1), not --stage {stage}")
+        if tensor_fusion and stage == 0:
+            raise click.UsageError("--tensor-fusion shards: ZeRO-1 (Paddle's ShardingStage1) or --stage 3 (distc's)")
         if tensor_fusion and (pp_schedule is not None or acc_steps > 1):
             raise click.UsageError("--tensor-fusion with --pp-schedule or --acc-steps is not built")
         if rank is not None and rank < 0:
@@ -287,9 +288,9 @@ def _fusion(plain: Program | None, ranks: list[int], opts: ShardOptions, results
 
     base = unfused(plain, ranks, opts)
     if show:
-        print_summary(results, base)
+        print_summary(results, base, opts.stage)
         return None
-    return fusion_json(results, base)
+    return fusion_json(results, base, opts.stage)
 
 
 def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str], ran: list[str] = (),

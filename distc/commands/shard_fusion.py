@@ -11,7 +11,7 @@ from ..ir.dist import ranks_text
 
 
 def unfused(program: Program, ranks: list[int], options) -> dict[int, tuple[int, int]]:
-    """rank -> (collectives, bytes sent) of plain ZeRO-1 (``options`` without fusion)."""
+    """rank -> (collectives, bytes sent) of plain ZeRO at the same stage (``options`` without fusion)."""
     import dataclasses
 
     from ..pipeline import shard_ranks
@@ -22,7 +22,7 @@ def unfused(program: Program, ranks: list[int], options) -> dict[int, tuple[int,
     return {r: (len(x.collectives or []), x.bytes_sent or 0) for r, x in res.items()}
 
 
-def summary_json(results: dict, base: dict[int, tuple[int, int]] | None) -> dict:
+def summary_json(results: dict, base: dict[int, tuple[int, int]] | None, stage: int = 1) -> dict:
     """The fusion part of ``--json``: per rank its buffers and the unfused bytes."""
     out = {}
     for r, x in sorted(results.items()):
@@ -30,12 +30,12 @@ def summary_json(results: dict, base: dict[int, tuple[int, int]] | None) -> dict
             continue
         d = dict(x.fusion)
         if base and r in base:
-            d["unfused_zero1"] = {"collectives": base[r][0], "bytes_sent": base[r][1]}
+            d[f"unfused_zero{3 if stage == 3 else 1}"] = {"collectives": base[r][0], "bytes_sent": base[r][1]}
         out[str(r)] = d
     return out
 
 
-def print_summary(results: dict, base: dict[int, tuple[int, int]] | None) -> None:
+def print_summary(results: dict, base: dict[int, tuple[int, int]] | None, stage: int = 1) -> None:
     from rich.table import Table
 
     con = err_console()
@@ -59,7 +59,7 @@ def print_summary(results: dict, base: dict[int, tuple[int, int]] | None) -> Non
         for name, who in b["owners"].items():
             o.add_row(name, ", ".join(f"{r}: {n}" for r, n in who))
     con.print(o)
-    s = Table(title="bytes sent per rank: tensor fusion vs unfused ZeRO-1")
+    s = Table(title=f"bytes sent per rank: tensor fusion vs unfused ZeRO-{1 if stage == 2 else stage}")
     for col in ("rank", "collectives", "bytes sent", "unfused collectives", "unfused bytes sent"):
         s.add_column(col, justify="right")
     for r, x in sorted(results.items()):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..dialects import ops
+from ..dialects.fusion import padded as padded_size, pieces as fused_pieces
 from ..ir.core import Operation, Value
 from ..ir.types import DistTensorType
 
@@ -122,7 +123,7 @@ def make_buffer(index: int, mesh, us: list[Update], align_bytes: int, degree: in
     ``rank_index`` in the sharding group and the pieces of parameters it covers."""
     nb = dtype_bytes(us[0].param.type.dtype)
     align = align_bytes // nb * degree  # Paddle: alignment[device] // align[dtype] * degree (bytes)
-    padded = [-(-numel(local_shape(u.param)) * nb // align) * align // nb for u in us]
+    padded = [padded_size(numel(local_shape(u.param)) * nb, align) // nb for u in us]
     size = sum(padded)
     shard = size // degree
     b = Buffer(index, mesh, us, padded, size, shard, align, "fused@" + "".join("-" + u.name for u in us))
@@ -131,15 +132,7 @@ def make_buffer(index: int, mesh, us: list[Update], align_bytes: int, degree: in
 
 
 def pieces_of(b: Buffer, rank_index: int) -> list[Piece]:
-    begin = rank_index * b.shard
-    out, total = [], 0
-    for u, n in zip(b.updates, b.padded):
-        lo = max(total - begin, 0)
-        total += n
-        hi = min(total - begin, b.shard)
-        if lo < hi:
-            out.append(Piece(u, lo, hi))
-    return out
+    return [Piece(b.updates[k], lo, hi) for k, lo, hi in fused_pieces(b.padded, b.shard, rank_index)]
 
 
 def owners(b: Buffer, group: list[int]) -> dict[str, list[tuple[int, int]]]:

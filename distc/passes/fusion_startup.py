@@ -52,6 +52,12 @@ def fuse_startup(startup: Program, f) -> None:
     api = PaddleAPI(startup.style, InsertPoint.at_end(blk))
     for b in f.buffers:
         _buffer(f, b, sinks, api, mk)
+    if f.o.stage3:  # the fused parameters are no parameters of the main program any more: not kept
+        for b in f.buffers:
+            for u in b.updates:
+                s = sinks.get(u.name)
+                if s is not None and s.parent is not None:
+                    s.erase()
     for o in lr_ops:
         blk.append(o)
     for u, _, _, pc in f.todo:

@@ -80,6 +80,7 @@ class TensorFusionPass(ModulePass):
     overlap: bool = False  # strategy.sharding.enable_overlap
     release_grads: bool = False  # strategy.sharding.release_gradients
     align: int = 256  # bytes a parameter is aligned to (Paddle's alignment table: gpu, npu, xpu)
+    stage3: bool = False  # beyond Paddle: the parameters too are kept as the rank's shard only
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
         if self.rank < 0 or self.axis < 0 or self.align < 1:
@@ -236,8 +237,43 @@ class Fusion:
             blk.append(lr_op)
         made = [self.states(u, pc) for u, _, _, pc in todo]
         last = {id(pc): self.update(u, p, g, st, pc) for (u, p, g, pc), st in zip(todo, made)}
+        if self.o.stage3:
+            self.gather_first()
+            return
         for b in self.buffers:
             self.gather(b, [last[id(pc)] for pc in b.pieces])
+
+    def gather_first(self) -> None:
+        """Stage 3 (not Paddle's): each buffer's shards are all-gathered into the fused parameter
+        buffer at the start of the step, before anything reads a parameter, and every fused
+        parameter is read as a view of it (``view_slice`` + ``view_shape``, its own type): the
+        rank keeps only its shard between steps; no all-gather after the update."""
+        blk, mk, head = self.block, self.mk, None
+        for op in blk.ops:
+            if op.name not in (ops.PARAMETER, ops.DATA):
+                break
+            head = op
+        at = InsertPoint.after(head) if head is not None else InsertPoint.at_start(blk)
+        api = self.api(at, op_role=0)
+        for b in self.buffers:
+            shard, fused = self.kw["shard@" + b.name], self.kw[b.name]
+            ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, self.group, [b.size])
+            api.insert("pd_op.share_var", [fused, ag], [], {}, mk.op_dist(b.mesh, [fused.type.dist, ag.type.dist], []),
+                       with_stop_gradient=False)
+            begin = 0
+            for u, n in zip(b.updates, b.padded):
+                p = u.param
+                local = list(local_shape(p))
+                size = numel(local)
+                flat = self.view_slice(api, fused, begin, begin + size, self.vtype([size], p.type.dtype, b.mesh))
+                view = api.insert("pd_op.view_shape", [flat], [p.type], {"dims": mk.i64s(local)},
+                                  mk.op_dist(b.mesh, [flat.type.dist], [p.type.dist])).result
+                p.replace_all_uses_with(view)
+                p.owner.erase()
+                begin += n
+        self.ctx.notes.append(f"tensor-fusion: stage 3 (not Paddle's): the parameters of {len(self.buffers)} "
+                              f"buffer(s) all-gathered at the step's start and read as views; the rank keeps "
+                              f"its shard only")
 
     def add_kwargs(self) -> None:
         """``%kwarg_fused@-...`` and ``%kwarg_shard@fused@-...`` per buffer, in the order Paddle's

@@ -107,8 +107,8 @@ class ShardOptions:
             raise ValueError("axis chooses the mesh dim ZeRO shards over; stage 0 shards nothing")
         if self.tensor_fusion and self.scheduled:
             raise ValueError("tensor fusion with a pipeline schedule or gradient merge is not supported")
-        if self.tensor_fusion and self.stage not in (1, 2):
-            raise ValueError(f"tensor fusion is ZeRO-1 (Paddle's ShardingStage1), not stage {self.stage}")
+        if self.tensor_fusion and self.stage not in (1, 2, 3):
+            raise ValueError(f"tensor fusion is ZeRO-1 (Paddle's ShardingStage1) or 3 (distc's), not stage {self.stage}")
         if not self.tensor_fusion and (self.overlap or self.release_gradients or self.comm_buffer_mb != 256):
             raise ValueError("overlap, release_gradients and comm_buffer_mb are settings of tensor fusion")
 
@@ -216,7 +216,8 @@ class ShardPipeline:
         if not o.tensor_fusion:
             return []
         out: list[ModulePass] = [TensorFusionPass(rank=rank, axis=self.fusion_axis(), buffer_mb=o.comm_buffer_mb,
-                                                  overlap=o.overlap, release_grads=o.release_gradients)]
+                                                  overlap=o.overlap, release_grads=o.release_gradients,
+                                                  stage3=o.stage == 3)]
         return out if o.annotate_only else out + [PartitionPass()]
 
     def fusion_axis(self) -> int:
@@ -386,7 +387,12 @@ class ShardPipeline:
             elif pc is not None:  # the piece's moments (beta pows stay scalars)
                 n, whole = pc.end - pc.begin, max(numel(local_shape(pc.update.param)), 1)
                 st = {k: (v if "pow_acc" in k else v // whole * n) for k, v in st.items()}
-            rows.append(ParamMemory(r.name, r.op, r.param, r.grad, st))
+            param = r.param
+            if fusion.o.stage3 and pc not in (None, False):  # stage 3: the parameter kept as the piece only
+                param = r.param // max(numel(local_shape(pc.update.param)), 1) * (pc.end - pc.begin)
+            elif fusion.o.stage3 and pc is False and any(u.name == r.name for b in fusion.buffers for u in b.updates):
+                param = 0
+            rows.append(ParamMemory(r.name, r.op, param, r.grad, st))
         res.memory_after = MemoryReport(res.rank, rows)
 
     # -- several ranks ----------------------------------------------------------------------------

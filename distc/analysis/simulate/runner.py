@@ -14,6 +14,7 @@ from .values import ABSENT, NoKernel, RankValues, SimulationError, local_shape, 
 from ...ir.core import Operation, Program
 from ...ir.types import DistTensorType
 from ...dialects import ops
+from ...dialects.optimizers import inplace_map
 
 YIELD = "cf.yield"
 
@@ -31,6 +32,10 @@ class RankRunner:
         self.serial = sim.serial  # the global view: every op runs, values are global
         self._ordinals: dict[Operation, int] | None = None
         self._wants: dict[int, tuple] = {}  # id(type) -> (type, its local shape here or None)
+        # buffer views (tensor fusion): ids of arrays that share memory with a buffer, kept alive
+        self.views: set[int] = set()
+        self.keep: list = []
+        self._fused: dict | None = None
 
     def local_shape(self, t) -> tuple[int, ...] | None:
         """The shape a value of type ``t`` has here (the global shape in the serial view)."""
@@ -82,7 +87,32 @@ class RankRunner:
         return self.rank in d.mesh.process_ids
 
     def run(self) -> Iterator:
+        fused = self.fused()
+        for a in self.prog.block.args:  # a fused program's buffers (keyword arguments)
+            if a.keyword is not None and a.keyword in fused:
+                dict.__setitem__(self.env, a, fused[a.keyword])
         yield from self.run_ops(self.prog.ops, self.sim.progress)
+
+    def fused(self) -> dict:
+        """A fused ZeRO program's buffers and the views of them (:mod:`.fused_inputs`), by name."""
+        if self._fused is None:
+            from .fused_inputs import fused_inputs, is_fused
+
+            self._fused = {}
+            if not self.serial and is_fused(self.prog):
+                self._fused = fused_inputs(self.prog, self.rank, self.sim.inputs, self._piece, self.local_shape)
+                for v in self._fused.values():
+                    self.views.add(id(v))
+                    self.keep.append(v)
+        return self._fused
+
+    def _piece(self, name: str, t) -> np.ndarray:
+        """This rank's piece of the serial input ``name`` as a value of type ``t``."""
+        x = np.asarray(self.sim.inputs[name])
+        if isinstance(t, DistTensorType) and x.shape == tuple(t.shape) and not t.dist.partial \
+                and not t.dist.is_replicated():
+            return expected_piece(x, t.dist, self.rank)
+        return x
 
     def run_block(self, block, args: list) -> Iterator:
         """Run a region's block with its arguments bound to ``args`` (a generator, since nested ops
@@ -118,6 +148,14 @@ class RankRunner:
             if k is None:
                 raise NoKernel("the simulator does not know this op", self.rank, op)
             outs = (yield from k.fn(self, op, vals)) if k.comm else k.fn(self, op, vals)
+            if self.views:  # an in-place update of a buffer view writes into the buffer
+                outs = list(outs)
+                for ri, oi in inplace_map(op).items():
+                    a = vals[oi] if oi < len(vals) else None
+                    if isinstance(a, np.ndarray) and id(a) in self.views and ri < len(outs) and \
+                            isinstance(outs[ri], np.ndarray) and outs[ri].shape == a.shape:
+                        np.copyto(a, outs[ri])
+                        outs[ri] = a
             self.env.executed.append(op)
             self.set(op, outs)
 
@@ -126,6 +164,9 @@ class RankRunner:
         ``parameter_name``): a global array is cut to the rank's piece of the result type (a
         partial type gets random pieces that reduce to it, fixed by ``seed``); a mapping
         ``rank -> array`` gives every rank's local value as it is."""
+        fused = self.fused()
+        if key in fused:
+            return fused[key]
         if key not in self.sim.inputs:
             raise self.err(op, f"no input named {key!r}")
         x = self.sim.inputs[key]

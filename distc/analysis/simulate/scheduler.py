@@ -1,5 +1,6 @@
 """The scheduler: runs every rank's :class:`.runner.RankRunner` in lockstep.  A collective blocks
-until every rank of its group reaches it (groups are the sorted ids of the op mesh, else from
+until every rank of its group reaches it (groups are the sorted ids of the op mesh -- the sub-mesh of ``nranks`` ranks through the rank
+when that mesh is larger --, else from
 ``rings``, else the ranks using the same ``ring_id``); ``send_v2`` is buffered and ``recv_v2``
 blocks until a matching send exists (pairs by ``peer``, mesh position, ring id).  When nothing
 can move, the ranks deadlock and the report says where each one waits."""
@@ -39,6 +40,7 @@ class Simulator:
         self.strict_rings = strict_rings
         self._shards: dict[tuple, dict[int, np.ndarray]] = {}
         self._ring_users: dict[int, set[int]] | None = None
+        self._rank_rings: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_groups: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_notes: list[tuple[list[int], str]] = []
 
@@ -68,8 +70,47 @@ class Simulator:
                         self._ring_users.setdefault(int(attr_value(a)), set()).add(r)
         return tuple(sorted(self._ring_users.get(ring, ())))
 
+    def rank_ring_group(self, rank: int, ring) -> tuple[int, ...] | None:
+        """The group a collective of ``rank``'s program on ``ring`` names by a 1-D op mesh (a
+        ring is one group on a rank), if one does."""
+        if ring is None:
+            return None
+        memo = self._rank_rings.get(rank)
+        if memo is None:
+            memo = self._rank_rings[rank] = {}
+            for o in self.programs[rank].walk():
+                a, d = o.attrs.get("ring_id"), o.dist_attr
+                if a is None or d is None or d.mesh.ndim != 1 or rank not in d.mesh:
+                    continue
+                n = o.attrs.get("nranks")
+                if n is None or int(attr_value(n)) == d.mesh.size:
+                    memo.setdefault(int(attr_value(a)), tuple(sorted(d.mesh.process_ids)))
+        return memo.get(int(ring))
+
+    def sub_group(self, op: Operation, rank: int, ring, nranks: int | None) -> tuple[int, ...] | None:
+        """The group of a collective on a 2-D (or larger) op mesh that is a 1-D sub-mesh of it
+        (Paddle's fused ZeRO buffers and its sharded clip carry the whole mesh): the group the
+        same ring names by a 1-D mesh elsewhere in the rank's program, else the one sub-mesh
+        through ``rank`` of ``nranks`` ranks; None when the collective spans the whole mesh."""
+        mesh = op.dist_attr.mesh
+        known = self.rank_ring_group(rank, ring)
+        if known is not None and set(known) < set(mesh.process_ids) and nranks in (None, len(known)):
+            return known
+        if nranks is None or nranks == mesh.size:
+            return None
+        cands = {tuple(sorted(mesh.sub_mesh(i, rank).process_ids)) for i, s in enumerate(mesh.shape) if s == nranks}
+        if len(cands) == 1:
+            return next(iter(cands))
+        raise SimulationError(f"nranks {nranks} on mesh {list(mesh.shape)}: cannot tell which sub-mesh is the group "
+                              f"(no 1-D collective on ring_id {ring} names it)", rank, op)
+
     def group_of(self, op: Operation, rank: int, ring) -> tuple[int, ...]:
         d = op.dist_attr
+        if d is not None and d.mesh.ndim > 1 and rank in d.mesh:
+            n = op.attrs.get("nranks")
+            g = self.sub_group(op, rank, ring, None if n is None else int(attr_value(n)))
+            if g is not None:
+                return g
         if d is not None and rank in d.mesh.process_ids:
             g = tuple(sorted(d.mesh.process_ids))
             if ring is not None and int(ring) in self.rings and self.rings[int(ring)] != g:

@@ -2,5 +2,5 @@
 
 from . import (  # noqa: F401
     activation, collectives, control, conv, elementwise, fused, grads, index, init, moe, nn, norm, optimizers, randomness,
-    reduce, shape, structural,
+    reduce, shape, structural, views,
 )

@@ -43,6 +43,8 @@ def fused_linear_param_grad_add(rt, op, vals):
 def _alignment(numels: list[int], total: int | None, op) -> int:
     """Elements per alignment unit: the one whose padded lengths add up to the fused length."""
     size = int(attr(op, "size_of_dtype", 4) or 4)
+    if size <= 0:  # -1: the dtype's own size (Paddle's default)
+        size = {"float16": 2, "bfloat16": 2, "float64": 8}.get(str(attr(op, "dtype", "float32")), 4)
     align = int(attr(op, "align_size", -1) or -1)
     if not bool(attr(op, "use_align", True)):
         return 1
