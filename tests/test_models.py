@@ -1,6 +1,7 @@
 """Models nobody here wrote for distc: GPT-2 (learned positions, LayerNorm, GELU, dropout, lm head
-tied to the token embedding) and ViT (conv2d patches, cls token, flatten) written from scratch,
-PaddleFormers' LLaMA and Qwen2, and an MLP under every optimizer — printed by Paddle 3.3.1 on dp2,
+tied to the token embedding), ViT (conv2d patches, cls token, flatten), a LLaMA block (rotary
+embedding, RMSNorm, SwiGLU, causal mask) and a ResNet block (conv2d, batch_norm, pools) written
+from scratch, PaddleFormers' LLaMA and Qwen2, and an MLP under every optimizer — printed by Paddle 3.3.1 on dp2,
 dp4 and dp2 x mp2, ZeRO stages 0-3, every rank (tests/data/oracle/models, gen_models.py).
 
 For every program Paddle printed: it reads and prints back byte for byte; from Paddle's stage-0
@@ -121,10 +122,18 @@ def test_stage3_startup_from_stage0_creates_only_the_shard(case):
         assert canon(got) == canon(M.get("gpt2", case, "s3", rank, "startup_final"))
 
 
+# What Paddle 3.3.1 says where it refuses: its uneven-shard bug (ViT's cls token, position
+# embedding and 10-class head; the ResNet head's bias over dp4), stage 3 with mp sharding a tensor
+# axis (the LLaMA block), stages 2/3 hooking BatchNorm's running statistics (stop_gradient parameters)
+REFUSALS = {"vit": ("get_defining_op", "Expected start <= end"),
+            "llama": ("Sharded by two different mesh dimension",),
+            "resnet": ("get_defining_op", "Cannot register hook on a tensor that stop gradient")}
+
+
 def test_paddle_refusals_are_lowered(tmp_path):
-    """ViT's cls token and position embedding (first dim 1) and its 10-class head do not divide
-    over dp: Paddle 3.3.1 fails (its uneven s->r bug) at stage 1 on dp4 and at stage 3; distc
-    lowers every such (case, stage, rank) from the stage-0 program."""
+    """Where Paddle 3.3.1 fails (ViT: the uneven bug at stage 1 on dp4 and at stage 3; the LLaMA
+    block at stage 3 on dp x mp; the ResNet block at stages 2-3, and stage 1 on dp4), distc lowers
+    every such (case, stage, rank) from the stage-0 program (proven: tests/oracle/test_verify_sweep.py)."""
     failed = []
     for model in M.models():
         for name in M.names(model):
@@ -132,8 +141,9 @@ def test_paddle_refusals_are_lowered(tmp_path):
                 case, stage, r = name.split("/")[1].split(".")[:3]
                 if M.has(model, case, "s0", int(r[1:]), "before_partition"):  # (a crash at stage 0: no input)
                     failed.append((model, case, stage, int(r[1:])))
-    assert len(failed) == len([f for f in failed if f[0] == "vit"]) == 18
-    assert all("get_defining_op" in M.error(*f) or "Expected start <= end" in M.error(*f) for f in failed)  # type: ignore[operator]
+    assert {m: sum(f[0] == m for f in failed) for m in REFUSALS} == {"vit": 18, "llama": 4, "resnet": 16}
+    assert len(failed) == 38
+    assert all(any(w in M.error(*f) for w in REFUSALS[f[0]]) for f in failed), failed  # type: ignore[operator]
     for model, case, stage, rank in failed:
         got = run_stage(model, case, rank, stage)
         assert '"dist_op.reshard"' not in got["after_reshard"]

@@ -16,6 +16,11 @@ Models (tiny sizes, random weights):
         (parameter expanded to the batch and concatenated), learned position embedding, 2 pre-LN
         blocks as gpt2 (no mask, no dropout), LayerNorm, the cls token's head over 10 classes.
   mlp   gen_stage1.py's MLP (16-32-16, relu), here for the optimizers (Momentum, Lamb, ...).
+  llama a LLaMA decoder written from scratch: rotary position embedding computed in the program
+        (arange, outer, cos/sin, rotate-half by slicing and concat), RMSNorm (mean of squares, rsqrt),
+        SwiGLU MLP, causal mask (triu of -inf); q/k/v/gate/up column-, o/down row-parallel over mp.
+  resnet a ResNet basic block: conv2d stem, batch_norm, relu, max pool, conv-bn-relu-conv-bn plus the
+        identity, adaptive average pool, flatten, linear head (data parallel).
 
 Optimizers (OPTIMIZERS): adamw (and the others) with lr 0.01; `wrap` False means the optimizer is
 not given to dist.shard_optimizer (Paddle 3.3.1 accepts only AdamW and SGD there): plain data
@@ -112,8 +117,56 @@ def _blocks():
     return Block, layernorm, linear
 
 
-def build_gpt2(mesh, dims, place):
+def _token_task(vocab, seq):
+    """The language-model dataset and loss of gpt2 and llama (random ids, cross entropy)."""
     import numpy as np
+    import paddle
+    import paddle.nn.functional as F
+
+    class Loss(paddle.nn.Layer):
+        def forward(self, logits, label):
+            return F.cross_entropy(logits, label).mean()
+
+    class DS(paddle.io.Dataset):
+        def __init__(self, n):
+            self.x = np.random.randint(0, vocab, (n, seq)).astype("int64")
+            self.y = np.random.randint(0, vocab, (n, seq)).astype("int64")
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+        def __len__(self):
+            return len(self.x)
+
+    return DS(4 * BATCH), Loss()
+
+
+def _image_task(image, classes):
+    """The image-classification dataset and loss of vit and resnet (random 3 x image x image
+    pictures, cross entropy over ``classes``)."""
+    import numpy as np
+    import paddle
+    import paddle.nn.functional as F
+
+    class Loss(paddle.nn.Layer):
+        def forward(self, logits, label):
+            return F.cross_entropy(logits, label).mean()
+
+    class DS(paddle.io.Dataset):
+        def __init__(self, n):
+            self.x = np.random.rand(n, 3, image, image).astype("float32")
+            self.y = np.random.randint(0, classes, (n, 1)).astype("int64")
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+        def __len__(self):
+            return len(self.x)
+
+    return DS(4 * BATCH), Loss()
+
+
+def build_gpt2(mesh, dims, place):
     import paddle
     import paddle.distributed as dist
     import paddle.nn.functional as F
@@ -139,29 +192,13 @@ def build_gpt2(mesh, dims, place):
             # the lm head is the token embedding (tied weights)
             return paddle.matmul(self.ln_f(h), self.wte.weight, transpose_y=True)
 
-    class Loss(paddle.nn.Layer):
-        def forward(self, logits, label):
-            return F.cross_entropy(logits, label).mean()
-
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.randint(0, vocab, (n, seq)).astype("int64")
-            self.y = np.random.randint(0, vocab, (n, seq)).astype("int64")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
-
-    return GPT2(), DS(4 * BATCH), Loss()
+    ds, loss = _token_task(vocab, seq)
+    return GPT2(), ds, loss
 
 
 def build_vit(mesh, dims, place):
-    import numpy as np
     import paddle
     import paddle.distributed as dist
-    import paddle.nn.functional as F
 
     image, patch, classes = 8, 4, 10
     tokens = (image // patch) ** 2 + 1
@@ -192,22 +229,8 @@ def build_vit(mesh, dims, place):
                 h = b(h)
             return self.head(self.ln(h)[:, 0])
 
-    class Loss(paddle.nn.Layer):
-        def forward(self, logits, label):
-            return F.cross_entropy(logits, label).mean()
-
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.rand(n, 3, image, image).astype("float32")
-            self.y = np.random.randint(0, classes, (n, 1)).astype("int64")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
-
-    return ViT(), DS(4 * BATCH), Loss()
+    ds, loss = _image_task(image, classes)
+    return ViT(), ds, loss
 
 
 def build_mlp(mesh, dims, place):
@@ -245,6 +268,121 @@ def build_mlp(mesh, dims, place):
             return len(self.x)
 
     return MLP(), DS(4 * BATCH), paddle.nn.MSELoss()
+
+
+def build_llama_rope(mesh, dims, place):
+    """A LLaMA block with rotary position embedding computed in the program (arange, outer, cos,
+    sin, rotate-half by slicing and concat), RMSNorm (mean of squares, rsqrt), SwiGLU
+    (silu(gate) * up) and a causal mask (triu of -inf added before softmax)."""
+    import math
+
+    import paddle
+    import paddle.distributed as dist
+    import paddle.nn.functional as F
+
+    vocab, seq = 64, 8
+    hd = HIDDEN // HEADS
+
+    def linear(i, o, shard_dim):
+        lin = paddle.nn.Linear(i, o, bias_attr=False)
+        lin.weight = dist.shard_tensor(lin.weight, mesh, place(shard_dim))
+        return lin
+
+    class RMSNorm(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.weight = self.create_parameter([HIDDEN], default_initializer=paddle.nn.initializer.Constant(1.0))
+            self.weight = dist.shard_tensor(self.weight, mesh, place())
+
+        def forward(self, x):
+            return x * paddle.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos + paddle.concat([-x2, x1], axis=-1) * sin
+
+    class Block(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = RMSNorm(), RMSNorm()
+            self.q, self.k, self.v = linear(HIDDEN, HIDDEN, 1), linear(HIDDEN, HIDDEN, 1), linear(HIDDEN, HIDDEN, 1)
+            self.o = linear(HIDDEN, HIDDEN, 0)
+            self.gate, self.up, self.down = linear(HIDDEN, FFN, 1), linear(HIDDEN, FFN, 1), linear(FFN, HIDDEN, 0)
+
+        def forward(self, h):
+            x = self.n1(h)
+            t = lambda z: paddle.reshape(z, [0, 0, HEADS, hd])  # noqa: E731
+            q, k, v = t(self.q(x)), t(self.k(x)), t(self.v(x))
+            inv = 1.0 / (10000 ** (paddle.arange(0, hd, 2, dtype="float32") / hd))
+            freqs = paddle.outer(paddle.arange(seq, dtype="float32"), inv)
+            emb = paddle.concat([freqs, freqs], axis=-1)
+            cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            q, k, v = (paddle.transpose(z, [0, 2, 1, 3]) for z in (q, k, v))
+            s = paddle.matmul(q, k, transpose_y=True) / math.sqrt(hd)
+            s = s + paddle.triu(paddle.full([seq, seq], float("-inf"), dtype="float32"), 1)
+            a = paddle.matmul(F.softmax(s, -1), v)
+            h = h + self.o(paddle.reshape(paddle.transpose(a, [0, 2, 1, 3]), [0, 0, HIDDEN]))
+            x = self.n2(h)
+            return h + self.down(F.silu(self.gate(x)) * self.up(x))
+
+    class LLaMA(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.embed = paddle.nn.Embedding(vocab, HIDDEN)
+            self.embed.weight = dist.shard_tensor(self.embed.weight, mesh, place(1))
+            self.blocks = paddle.nn.LayerList([Block() for _ in range(LAYERS)])
+            self.norm = RMSNorm()
+            self.head = linear(HIDDEN, vocab, 1)
+
+        def forward(self, ids):
+            h = self.embed(ids)
+            for b in self.blocks:
+                h = b(h)
+            return self.head(self.norm(h))
+
+    ds, loss = _token_task(vocab, seq)
+    return LLaMA(), ds, loss
+
+
+def build_resnet(mesh, dims, place):
+    """A ResNet basic block: conv2d stem (3x3, no bias), batch_norm, relu, max pool 2x2, then
+    conv-bn-relu-conv-bn plus the identity, relu, adaptive average pool to 1x1, flatten, linear
+    head over 10 classes (8x8 images).  Weights replicated (data parallel)."""
+    import paddle
+    import paddle.distributed as dist
+    import paddle.nn.functional as F
+
+    ch, classes, image = 8, 10, 8
+
+    def conv(i, o):
+        c = paddle.nn.Conv2D(i, o, 3, padding=1, bias_attr=False)
+        c.weight = dist.shard_tensor(c.weight, mesh, place())
+        return c
+
+    def bn(c):
+        b = paddle.nn.BatchNorm2D(c)
+        b.weight = dist.shard_tensor(b.weight, mesh, place())
+        b.bias = dist.shard_tensor(b.bias, mesh, place())
+        return b
+
+    class ResNet(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.bn0 = conv(3, ch), bn(ch)
+            self.c1, self.b1, self.c2, self.b2 = conv(ch, ch), bn(ch), conv(ch, ch), bn(ch)
+            self.fc = paddle.nn.Linear(ch, classes)
+            self.fc.weight = dist.shard_tensor(self.fc.weight, mesh, place())
+            self.fc.bias = dist.shard_tensor(self.fc.bias, mesh, place())
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.bn0(self.stem(x))), 2, 2)
+            y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+            x = F.relu(x + y)
+            return self.fc(paddle.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    ds, loss = _image_task(image, classes)
+    return ResNet(), ds, loss
 
 
 def _pf_model(cls_name):
@@ -323,7 +461,7 @@ def pf_parallelize(model, make_opt, stage, mesh):
 
 # name -> builder(mesh, dims, place) -> (model, dataset, loss).  PARALLELIZE: a model whose
 # library parallelizes it itself (else dist.shard_optimizer with ShardingStage1/2/3).
-MODELS = {"gpt2": build_gpt2, "vit": build_vit, "mlp": build_mlp,
+MODELS = {"gpt2": build_gpt2, "vit": build_vit, "mlp": build_mlp, "llama": build_llama_rope, "resnet": build_resnet,
           "pfllama": build_pf("llama"), "pfqwen2": build_pf("qwen2")}
 PARALLELIZE = {"pfllama": pf_parallelize, "pfqwen2": pf_parallelize}
 
@@ -360,6 +498,8 @@ def C(model, mesh, opt="adamw", stages=STAGES, ranks=None):
 CASES = [C(m, mesh) for m in ("gpt2", "vit") for mesh in ("dp2", "dp4", "dp2mp2")]
 # PaddleFormers' LLaMA and Qwen2 (PYTHONPATH: paddleformers 1.2.0 and what its import needs)
 CASES += [C(m, "dp2mp2", "adamw", ["s0", "s1", "s3"], [0, 3]) for m in ("pfllama", "pfqwen2")]
+# a LLaMA block with rotary embedding, SwiGLU, RMSNorm and a causal mask; a ResNet basic block
+CASES += [C("llama", mesh) for mesh in ("dp2", "dp2mp2")] + [C("resnet", mesh) for mesh in ("dp2", "dp4")]
 # gradient merge (k_steps 2): Paddle's grad_merge_add ops carry a copied op_dist_attr
 CASES += [C("gpt2", "dp2mp2", "adamw_gm", ["s0"], [0])]
 # every optimizer, not wrapped by shard_optimizer (stage 0: plain data parallel), on the MLP
