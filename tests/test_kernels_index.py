@@ -252,3 +252,46 @@ def test_fused_dropout_add_grad_uses_the_forward_mask():
     dx, dy = run_op("pd_op.fused_dropout_add_grad", [so, g, np.array([0.4])], 'is_test:false,mode:"upscale_in_train"',
                     results=2)
     close(dx, np.where(keep, g / 0.6, 0)) and close(dy, g)
+
+
+FUSED = """{
+    (%0) = "pd_op.data" () {dtype:float32,name:"x",place:Place(undefined:0),shape:[4,3],stop_gradient:[true]} : () -> @X@
+    (%1) = "pd_op.data" () {dtype:float32,name:"dout",place:Place(undefined:0),shape:[4,2],stop_gradient:[true]} : () -> @D@
+    (%2) = "pd_op.data" () {dtype:float32,name:"acc",place:Place(undefined:0),shape:[3,2],stop_gradient:[true]} : () -> @W@
+    (%3, %4) = "pd_op.fused_linear_param_grad_add" (%0, %1, @ACC@, <<NULL VALUE>>) {has_bias:false,multi_precision:false,stop_gradient:[true,true]} : (@X@, @D@, @ACCT@, <<NULL TYPE>>) -> @P@, <<NULL TYPE>>
+    (%5) = "pd_op.all_reduce" (%3) {op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},chunk_id:-1},reduce_type:0,ring_id:12,stop_gradient:[true]} : (@P@) -> @W@
+    (%6) = "pd_op.add" (%5, %2) {stop_gradient:[true]} : (@W@, @W@) -> @W@
+    () = "builtin.shadow_output" (%6) {output_name:"dw"} : (@W@) -> 
+}
+"""
+SERIAL_FUSED = """{
+    (%0) = "pd_op.data" () {dtype:float32,name:"x",place:Place(undefined:0),shape:[4,3],stop_gradient:[true]} : () -> @X@
+    (%1) = "pd_op.data" () {dtype:float32,name:"dout",place:Place(undefined:0),shape:[4,2],stop_gradient:[true]} : () -> @D@
+    (%2) = "pd_op.data" () {dtype:float32,name:"acc",place:Place(undefined:0),shape:[3,2],stop_gradient:[true]} : () -> @W@
+    (%3, %4) = "pd_op.fused_linear_param_grad_add" (%0, %1, %2, <<NULL VALUE>>) {has_bias:false,multi_precision:false,stop_gradient:[true,true]} : (@X@, @D@, @W@, <<NULL TYPE>>) -> @W@, <<NULL TYPE>>
+    () = "builtin.shadow_output" (%3) {output_name:"dw"} : (@W@) -> 
+}
+"""
+_TYPES = {"@X@": "pd_dist.tensor<4x3xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1]>",
+          "@D@": "pd_dist.tensor<4x2xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[0,-1]>",
+          "@W@": "pd_dist.tensor<3x2xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1,-1]>",
+          "@P@": "pd_dist.tensor<3x2xf32, mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1,-1], partial(0,SUM)>"}
+
+
+def _fused(text: str, acc: bool = False) -> str:
+    text = text.replace("@ACC@", "%2" if acc else "<<NULL VALUE>>").replace("@ACCT@", "@W@" if acc else "<<NULL TYPE>>")
+    for k, v in _TYPES.items():
+        text = text.replace(k, v)
+    return text
+
+
+def test_fused_family_mutation_is_caught_and_located():
+    """Each rank's x^T dout (its rows) summed, the accumulator added once: the serial fused op's
+    value.  Accumulating inside the fused op on rank 1 too (before the sum: counted twice) is
+    caught and located on rank 1's program."""
+    serial = parse(_fused(SERIAL_FUSED), "serial.ir")
+    ranks = {r: parse(_fused(FUSED), f"r{r}.ir") for r in (0, 1)}
+    assert verify_step(serial, ranks).status == 0, verify_step(serial, ranks).summary()
+    ranks[1] = parse(_fused(FUSED, acc=True), "r1.ir")
+    rep = verify_step(serial, ranks)
+    assert rep.status == 1 and rep.divergence.filename in ("r0.ir", "r1.ir") and rep.divergence.op.loc, rep.summary()

@@ -36,6 +36,7 @@ class RankRunner:
         self.views: set[int] = set()
         self.keep: list = []
         self._fused: dict | None = None
+        self._misfits: dict = {}  # result -> (order, op, note): values whose shape is not their type's
 
     def local_shape(self, t) -> tuple[int, ...] | None:
         """The shape a value of type ``t`` has here (the global shape in the serial view)."""
@@ -56,7 +57,29 @@ class RankRunner:
         return self._ordinals[op]
 
     def err(self, op: Operation, msg: str) -> SimulationError:
-        return SimulationError(msg, self.rank, op)
+        """A failure at ``op``; if an operand descends from a value whose shape was not the one its
+        type declares (a wrong slice, say), the failure is filed at the earliest such producer."""
+        src = self._misfit_source(op) if self._misfits else None
+        if src is None:
+            return SimulationError(msg, self.rank, op)
+        at = f" line {op.loc[0]}" if op.loc else ""
+        return SimulationError(f"{src[2]} (then {op.name}{at} fails: {msg})", self.rank, src[1])
+
+    def _misfit_source(self, op: Operation, limit: int = 50_000):
+        """The earliest recorded misfit among the values ``op`` reads, directly or not."""
+        best, seen, todo = None, set(), [v for v in op.operands if v is not None]
+        while todo and len(seen) < limit:
+            v = todo.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            hit = self._misfits.get(v)
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = hit
+            owner = v.owner
+            if owner is not None:
+                todo.extend(u for u in owner.operands if u is not None and u not in seen)
+        return best
 
     def set(self, op: Operation, outs) -> None:
         for r, x in zip(op.results, outs):
@@ -74,9 +97,10 @@ class RankRunner:
                     self._wants[id(t)] = hit
                 want = hit[1]
                 if want is not None and want != x.shape:
-                    self.env.notes.append(
-                        f"{op.name}{' line %d' % op.loc[0] if op.loc else ''}: result {r.index} holds "
-                        f"{list(x.shape)} but its type says local {list(want)}")
+                    note = (f"{op.name}{' line %d' % op.loc[0] if op.loc else ''}: result {r.index} holds "
+                            f"{list(x.shape)} but its type says local {list(want)}")
+                    self.env.notes.append(note)
+                    self._misfits[r] = (len(self._misfits), op, note)
 
     def runs_here(self, op: Operation) -> bool:
         d = op.dist_attr
