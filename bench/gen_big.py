@@ -13,13 +13,19 @@ pipeline as tests/data/oracle/gen_stage1.py (whose build_and_capture() it reuses
                                            apply_partition_pass and apply_reshard_pass on the
                                            main program, each run in a fresh process
 
+  data/gpt2_N.s0.r0.before_partition.ir.xz   `--gpt2 N`: tests/data/oracle/gen_models.py's GPT-2
+                                           with N blocks on dp2 x mp4 (8 ranks), AdamW, stage 0
+                                           (bench_verify.py's program; N = 48: 8.2 MB of text, 75 KB xz)
+
 Usage:  /tmp/paddle/bin/python bench/gen_big.py [--repeat N] [LAYERS...]   (default 96 256, N=3)
+        /tmp/paddle/bin/python bench/gen_big.py --gpt2 48
 Each (layers, stage, repeat) is a fresh Python process with PYTHONHASHSEED=0,
 PADDLE_TRAINER_ID=0, PADDLE_TRAINERS_NUM=8 set before `import paddle`.
 """
 import datetime
 import gzip
 import json
+import lzma
 import os
 import platform
 import statistics
@@ -91,9 +97,51 @@ def run(layers, stage, save, tmp_json):
         return json.load(f)
 
 
+# ----------------------------------------------------------------------------- GPT-2 (bench_verify)
+GPT2_MESH = ([[0, 1, 2, 3], [4, 5, 6, 7]], ["dp", "mp"])
+
+
+def gpt2_path(layers):
+    return os.path.join(HERE, "data", f"gpt2_{layers}.s0.r0.before_partition.ir.xz")
+
+
+def gpt2_worker(layers):
+    """One process: tests/data/oracle/gen_models.py's GPT-2 (its builder and engine steps) with
+    ``layers`` blocks on dp2 x mp4 (8 ranks), AdamW, stage 0 (distc's input); the program before
+    partition, xz-compressed (11 MB of text -> ~100 KB)."""
+    import gen_models
+
+    gen_models.LAYERS = layers
+    gen_models.MESHES["dp2mp4"] = GPT2_MESH
+
+    def cb(name, program):
+        if name != "before_partition":
+            return
+        text = str(program)
+        text += "" if text.endswith("\n") else "\n"
+        with lzma.open(gpt2_path(layers), "wb", preset=9) as f:
+            f.write(text.encode())
+        raise _Stop()
+
+    try:
+        gen_models.build_and_capture("gpt2", "dp2mp4", "adamw", "s0", cb)
+    except _Stop:
+        pass
+
+
 def main(argv):
     if argv[:1] == ["--worker"]:
         worker(int(argv[1]), argv[2], argv[3] == "1", argv[4])
+        return 0
+    if argv[:1] == ["--gpt2-worker"]:
+        gpt2_worker(int(argv[1]))
+        return 0
+    if argv[:1] == ["--gpt2"]:  # bench_verify.py's program: one Paddle process
+        env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID="0", PADDLE_TRAINERS_NUM="8",
+                   GLOG_minloglevel="2")
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--gpt2-worker", argv[1]], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(gpt2_path(int(argv[1])), os.path.getsize(gpt2_path(int(argv[1]))), "bytes")
         return 0
     repeat = 3
     if argv[:1] == ["--repeat"]:
