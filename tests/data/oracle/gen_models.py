@@ -118,7 +118,8 @@ def _blocks():
 
 
 def _token_task(vocab, seq):
-    """The language-model dataset and loss of gpt2 and llama (random ids, cross entropy)."""
+    """The language-model dataset and loss of gpt2, llama and the PaddleFormers models (random ids,
+    cross entropy)."""
     import numpy as np
     import paddle
     import paddle.nn.functional as F
@@ -420,7 +421,6 @@ def _pf_model(cls_name):
 
 def build_pf(cls_name):
     def build(mesh, dims, place):
-        import numpy as np
         import paddle
         import paddle.nn.functional as F
 
@@ -431,19 +431,9 @@ def build_pf(cls_name):
             def forward(self, *outs):  # the model's outputs (logits first), then the label
                 return F.cross_entropy(outs[0], outs[-1].unsqueeze(-1)).mean()
 
-        class DS(paddle.io.Dataset):
-            def __init__(self, n):
-                self.x = np.random.randint(0, vocab, (n, seq)).astype("int64")
-                self.y = np.random.randint(0, vocab, (n, seq)).astype("int64")
-
-            def __getitem__(self, i):
-                return self.x[i], self.y[i]
-
-            def __len__(self):
-                return len(self.x)
-
+        ds, _ = _token_task(vocab, seq)
         model._gen_parallel_config = conf
-        return model, DS(4 * BATCH), Loss()
+        return model, ds, Loss()
     return build
 
 
