@@ -123,7 +123,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
                 raise click.UsageError("--from and --to go together")
             try:
                 make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard)
-                source = str(make())
+                source = make()
             except DiagnosticError as e:  # an explorer option Paddle's program cannot have: usage
                 raise click.BadParameter(e.message) from None
             filename = "<explorer>"
@@ -202,7 +202,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
 
 
 def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard=False):
-    from ..passes.reshard.explore import build_program, make_mesh, parse_placements
+    from ..passes.reshard.explore import build_source, make_mesh, parse_placements
 
     m_from = _mesh(mesh, mesh_ids, "mesh", default=make_mesh([2]))
     if to_mesh is None and to_mesh_ids is None:
@@ -225,7 +225,7 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, cosh
         if p.is_partial() and p.reduce in ("ANY", "ALL"):
             raise click.BadParameter(f"partial {p.reduce.lower()} is a boolean reduction distc does not "
                                      "lower (use sum, avg, max, min or prod)")
-    return lambda: build_program(m_from, sp, m_to, dp, dims, dtype, coshard=coshard)
+    return lambda: build_source(m_from, sp, m_to, dp, dims, dtype, coshard=coshard)
 
 
 def _one_reshard(prog) -> bool:

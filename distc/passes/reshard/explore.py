@@ -123,6 +123,13 @@ def build_program(src_mesh: ProcessMesh, src_placements, dst_mesh: ProcessMesh, 
     ``coshard`` the source keeps them as given (``[Shard(dim=0), Shard(dim=0)]``: a quarter)."""
     from ...syntax.parser import parse
 
+    return parse(build_source(src_mesh, src_placements, dst_mesh, dst_placements, shape, dtype, coshard), filename)
+
+
+def build_source(src_mesh: ProcessMesh, src_placements, dst_mesh: ProcessMesh, dst_placements,
+                 shape: Sequence[int] = (4, 8), dtype: str = "float32", coshard: bool = False) -> str:
+    """:func:`build_program`'s text (what it prints), without parsing it (a command that parses
+    the text itself reads a 100,000-rank mesh once, not twice)."""
     shape = tuple(int(s) for s in shape)
     if isinstance(src_placements, str) or (src_placements and isinstance(src_placements[0], str)):
         src_placements = parse_placements(src_placements, src_mesh.ndim)
@@ -132,4 +139,4 @@ def build_program(src_mesh: ProcessMesh, src_placements, dst_mesh: ProcessMesh, 
         raise DiagnosticError("need one placement per mesh dim")
     src = layout(src_mesh, src_placements, len(shape), keep_given=coshard)
     dst = layout(dst_mesh, dst_placements, len(shape), keep_given=True)
-    return parse(build_text(src, dst, shape, dtype), filename)
+    return build_text(src, dst, shape, dtype)

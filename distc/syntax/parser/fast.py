@@ -126,6 +126,7 @@ class FastParser:
         self.items = _Cache()
         self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
+        self.meshes: dict = {}  # long mesh spellings read in the current parse (see leaves._mesh_of)
         self._lark_inst = None
 
     @property
@@ -143,7 +144,7 @@ class FastParser:
             if not text:
                 t = []
             else:
-                t = _fast_type_list(text)
+                t = _fast_type_list(text, self.meshes)
                 if t is None:
                     t = self._lark.parse(check_nesting(text), start="type_list")
             self.types.keep(text, t)
@@ -183,7 +184,7 @@ class FastParser:
         if kv is None:
             kv = _number_list(item)
         if kv is None and item.startswith("op_dist_attr:{"):
-            od = _fast_op_dist(item[13:])
+            od = _fast_op_dist(item[13:], self.meshes)
             if od is not None:
                 kv = "op_dist_attr", od
         if kv is None:
@@ -221,6 +222,12 @@ class FastParser:
         return out
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
+        try:
+            return self._parse(text, filename, progress)
+        finally:
+            self.meshes = {}  # (their spellings are not kept past the parse)
+
+    def _parse(self, text: str, filename: str | None, progress=None) -> Program:
         # lines are read one at a time (offsets into ``text``, no list of every line): a string
         # holding millions of raw newlines costs no more than one without
         b = Builder()

@@ -128,15 +128,26 @@ def _ints_of(text: str) -> tuple[int, ...]:
     return tuple(map(int, text.split(","))) if text else ()
 
 
-def _mesh_of(shape: str, ids: str, known: dict | None = None) -> ProcessMesh:
+LONG_MESH = 1 << 11  # process ids spelt in more characters than this (~400 ranks) are read once a parse
+
+
+def _mesh_of(shape: str, ids: str, known: dict | None = None, meshes: dict | None = None) -> ProcessMesh:
     """The mesh of a spelling (``known``: meshes already read in this value, by spelling: an op's
-    entries repeat its mesh, and a mesh of 100,000 ranks is 600 KB of text)."""
+    entries repeat its mesh, and a mesh of 100,000 ranks is 600 KB of text; ``meshes``: long
+    spellings already read in this parse, so that every value on a huge mesh shares one mesh
+    object, its ids read and its memos made once)."""
     if known is None:
         return ProcessMesh(_ints_of(shape), _ints_of(ids))
     key = (shape, ids)
     mesh = known.get(key)
     if mesh is None:
-        mesh = known[key] = ProcessMesh(_ints_of(shape), _ints_of(ids))
+        if meshes is not None and len(ids) > LONG_MESH:
+            mesh = meshes.get(key)
+            if mesh is None:
+                mesh = meshes[key] = ProcessMesh(_ints_of(shape), _ints_of(ids))
+        else:
+            mesh = ProcessMesh(_ints_of(shape), _ints_of(ids))
+        known[key] = mesh
     return mesh
 
 
@@ -146,12 +157,12 @@ _TDIST = re.compile(
 )
 
 
-def _fast_tdist(m, known: dict | None = None) -> "TensorDistAttr | None":
+def _fast_tdist(m, known: dict | None = None, meshes: dict | None = None) -> "TensorDistAttr | None":
     """A tensor dist attr from a ``_TDIST`` match (``None``: let the grammar decide)."""
 
     mshape, pids, dm, partial, pl = m.groups()
     try:
-        mesh = _mesh_of(mshape, pids, known)
+        mesh = _mesh_of(mshape, pids, known, meshes)
     except ValueError:
         return None
     dmap = _ints_of(dm)
@@ -180,7 +191,7 @@ def _fast_tdist(m, known: dict | None = None) -> "TensorDistAttr | None":
     return attr
 
 
-def _fast_type_list(text: str):
+def _fast_type_list(text: str, meshes: dict | None = None):
     """The common type spellings without the grammar (``None``: let the grammar read it).  Gives
     the same objects as the grammar's ``type`` rules; the differential tests hold it to that."""
 
@@ -206,7 +217,7 @@ def _fast_type_list(text: str):
         else:
             dims = tuple(int(x) for x in dshape[:-1].split("x")) if dshape else ()
             tm = _TDIST.fullmatch(text, m.start(3) - len("mesh_shape:["), m.end(7) if m.group(7) else m.end(6))
-            attr = _fast_tdist(tm, known) if tm is not None else None
+            attr = _fast_tdist(tm, known, meshes) if tm is not None else None
             if attr is None or len(attr.dims_mapping) != len(dims) or not attr.mesh.shape:
                 return None
             out.append(DistTensorType(dims, ddtype, attr))
@@ -223,7 +234,7 @@ _OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?
 _OD_ENTRY = re.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
 
 
-def _fast_op_dist(text: str):
+def _fast_op_dist(text: str, meshes: dict | None = None):
     """``op_dist_attr`` values in the F2-F4 formats without the grammar (``None``: use it)."""
 
     m = _OD.fullmatch(text)
@@ -231,7 +242,7 @@ def _fast_op_dist(text: str):
         return None
     known: dict = {}
     try:
-        mesh = _mesh_of(m.group(1), m.group(2), known)
+        mesh = _mesh_of(m.group(1), m.group(2), known, meshes)
     except ValueError:
         return None
     lists: dict[str, list] = {"operand": [], "result": []}
@@ -257,7 +268,7 @@ def _fast_op_dist(text: str):
             tm = _TDIST.match(body, pos)
             if tm is None:
                 return None
-            a = _fast_tdist(tm, known)
+            a = _fast_tdist(tm, known, meshes)
             if a is None:
                 return None
             items.append(a)
