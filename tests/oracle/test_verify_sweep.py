@@ -38,3 +38,24 @@ def test_distc_ranks(tmp_path, model, case, stage):
 def test_paddle_moe_ranks(tmp_path, variant, want):
     r = verify(tmp_path, *paddle_set(llmdata.FUSION, "moe", "moe_dp2ep2", variant, range(4)))
     assert r.exit_code == want, r.output
+
+
+@pytest.mark.parametrize("stage", ["2"])
+@pytest.mark.parametrize("a2a", [False, True])
+def test_distc_moe_ranks(tmp_path, stage, a2a):
+    """distc's MoE programs at stage 2 (stages 0, 1 and 3: tests/test_moe.py), main and per-rank
+    startup programs, with and without --moe-all-to-all."""
+    from click.testing import CliRunner
+
+    from distc.cli import main
+
+    for r in range(4):
+        (tmp_path / f"startup.r{r}.ir").write_text(
+            llmdata.text(f"moe/moe_dp2ep2.s0.r{r}.startup_after_remove.ir", llmdata.FUSION))
+    src = tmp_path / "main.ir"
+    src.write_text(llmdata.text("moe/moe_dp2ep2.s0.r0.before_partition.ir", llmdata.FUSION))
+    r = CliRunner().invoke(main, ["shard", str(src), "--stage", stage, *(["--moe-all-to-all"] if a2a else []),
+                                  "--all-ranks", "-q", "--verify", "-o", str(tmp_path / "m.r{rank}.ir"),
+                                  "--startup", str(tmp_path / "startup.r{rank}.ir"),
+                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
+    assert r.exit_code == 0 and "verify: EQUAL" in r.output, r.output
