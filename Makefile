@@ -26,7 +26,8 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
 # Whole matrices of stored Paddle programs too long for `make test` (minutes): every rank of every
-# tensor-fusion case, distc verify on every stored model set and stage (tests/oracle).
+# tensor-fusion case, distc verify on every stored model set and stage, `distc fmt --check` on
+# every program dump stored in the repository (tests/oracle).
 test-oracle: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -o addopts=-ra tests/oracle
 
