@@ -1,5 +1,5 @@
 """Every program dump stored in the repository: the plain ``.ir`` and ``.log`` files, the gzipped
-ones (``*.ir.gz``; the ``store/`` directories of tests/data/oracle llm, pp and fusion, whose
+ones (``*.ir.gz``, ``*.ir.xz``; the ``store/`` directories of tests/data/oracle llm, pp and fusion, whose
 ``MANIFEST.tsv`` names each stored text) and the ``.ir`` members of every xz archive (models,
 fusion, sched) — each distinct text once (test_every_dump.py; ``distc fmt --check`` on all of them
 in tests/oracle/test_every_dump.py).
@@ -24,12 +24,13 @@ ROOT = DATA.parent.parent
 PLACES = (DATA, ROOT / "samples", ROOT / "bench" / "data")
 KINDS = (("archive", (".tar.xz",)),  # members *.ir (and *.txt: Paddle's messages, jobs lists)
          ("gz", (".ir.gz",)),  # one gzipped dump
+         ("xz", (".ir.xz",)),  # one xz dump
          ("dump", (".ir", ".log")),  # a dump as it is
          ("other", (".txt", ".md", ".py", ".tsv", ".json", ".json.gz", ".png", "SHA256SUMS", ".checks")))
 
 
 def kind(p: pathlib.Path) -> str:
-    """``store`` (a gzipped text a MANIFEST.tsv names), ``archive``, ``gz``, ``dump``, ``other``
+    """``store`` (a gzipped text a MANIFEST.tsv names), ``archive``, ``gz``, ``xz``, ``dump``, ``other``
     or ``unknown``."""
     if p.parent.name == "store" and p.name.endswith(".gz"):
         return "store"
@@ -83,6 +84,9 @@ def stored() -> dict[str, tuple[str, bytes]]:
             out.setdefault(hashlib.sha1(data := p.read_bytes()).hexdigest(), (where, data))
         elif k == "gz" or k == "store" and any(n.endswith(".ir") for n in manifest(p.parent)[p.name[:-3]]):
             data = gzip.decompress(p.read_bytes())
+            out.setdefault(hashlib.sha1(data).hexdigest(), (where, data))
+        elif k == "xz":
+            data = lzma.decompress(p.read_bytes())
             out.setdefault(hashlib.sha1(data).hexdigest(), (where, data))
         elif k == "archive":
             for name, data in members(p).items():
