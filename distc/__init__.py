@@ -4,7 +4,7 @@ Layers, bottom-up (each imports only from itself and below; ``tests/test_layers.
 ``ir`` (programs, types, dist attributes, builder) -> ``syntax`` (parser, printer) ->
 ``dialects`` (Paddle's op names, collectives, optimizer table, SPMD rules) -> ``analysis``
 (verifier, cost, memory, simulator, diff) -> ``passes`` (one file a pass; ``passes.paddle_api`` the
-one op builder) -> ``pipeline`` (the library's shard pipeline) -> ``commands`` / ``cli`` / ``driver``.
+one op builder) -> ``pipeline`` (the library's shard pipeline) -> ``driver`` -> ``commands`` / ``cli``.
 
 This module is the library's face: ``distc.parse``, ``distc.print_program`` and ``distc.shard``
 (:func:`distc.pipeline.shard`; ``shard_ranks``, ``ShardOptions``, ``ShardPipeline`` with it),

@@ -7,7 +7,7 @@ import sys
 import click
 
 from . import __version__
-from .driver import (err_console, error_doc, json_requested, load, load_inputs, parse_text, print_error_json,
+from .driver import (err_console, error_doc, json_requested, load_inputs, load_kept, parse_text, print_error_json,
                      program_option, read_text, reporting, warn_unknown_ops)
 from .outputs import Outputs
 from .syntax.diagnostics import DiagnosticError
@@ -136,9 +136,9 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
     """Run a pass pipeline over FILE (mlir-opt style)."""
     import time
 
-    from .passes.base import PassManager, parse_pipeline
+    from .passes.base import PassContext, PassManager, parse_pipeline
 
-    with reporting():
+    with reporting() as diags:
         with Outputs(inputs=[file]) as out:
             target = out.add("-o", output or "-")
             t0 = time.perf_counter()
@@ -153,17 +153,21 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
                 for option in type(p).inputs:
                     out.add_input(getattr(p, option) or None)
             load_inputs(passes)
-            prog = load(file, program)
+            ctx = PassContext(diagnostics=diags)
+            prog = load_kept(file, ctx.sources, program)
             t_parse = time.perf_counter() - t0
             if any(p.name != "verify" for p in passes):  # a pass rewrites the program
-                warn_unknown_ops(prog)
+                warn_unknown_ops(prog, diags)
             _check_ranks(passes, prog)
 
             def after(p, prg) -> None:
                 err_console().print(f"// ----- IR after {p.spec()} -----\n" + str(prg), markup=False)
 
             pm = PassManager(passes, verify_each=not no_verify_each, callback=after if print_ir_after_all else None)
-            ctx = _run_located(pm, prog, file)
+            try:
+                pm.run(prog, ctx)
+            except DiagnosticError as e:
+                raise ctx.located(e, prog.filename) from None
             t0 = time.perf_counter()
             text = str(prog)
             t_print = time.perf_counter() - t0
@@ -171,7 +175,7 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
             out.commit()
         if as_json:
             _opt_json(pipeline, [("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings),
-                                 ("(print)", t_print)], ctx)
+                                 ("(print)", t_print)], ctx, diags.warnings)
         elif time_passes:
             _timing_table([("(parse)", t_parse), *((t.name, t.seconds) for t in pm.timings), ("(print)", t_print)])
 
@@ -187,33 +191,16 @@ def _check_ranks(passes, prog) -> None:
             known = require_rank(prog, r, known=known, prefix=f"{p.spec()}: ")
 
 
-def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx) -> None:
+def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx, warnings: list[str]) -> None:
     import json
-
-    from .driver import WARNINGS
 
     colls = [c.as_dict() for c in getattr(ctx, "collectives", []) or []]
     doc = {"command": "opt", "pipeline": pipeline,
            "passes": [{"pass": n, "seconds": round(s, 6)} for n, s in timings],
            "collectives": colls, "bytes_sent": sum(c["moved"] for c in colls),
-           "decisions": list(getattr(ctx, "notes", []) or []), "warnings": list(WARNINGS)}
+           "decisions": list(getattr(ctx, "notes", []) or []), "warnings": list(warnings)}
     sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
 
-
-def _run_located(pm, prog, file: str):
-    try:
-        return pm.run(prog)
-    except DiagnosticError as e:
-        raise e.located(prog.filename or file, _source_of(prog, file)) from None
-
-
-def _source_of(prog, file: str) -> str | None:
-    if file == "-":
-        return None
-    try:
-        return read_text(file)
-    except DiagnosticError:
-        return None
 
 
 def _timing_table(rows: list[tuple[str, float]]) -> None:

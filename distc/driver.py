@@ -14,7 +14,7 @@ import click
 
 from .ir.core import Program
 from .outputs import SIGNALS, Interrupted, default_signals
-from .syntax.diagnostics import DiagnosticError, line_col
+from .syntax.diagnostics import DiagnosticError, Diagnostics, line_col
 from .syntax.parser import parse_program
 
 LOG_WIDTH = 100_000  # the console width off a terminal
@@ -179,23 +179,20 @@ def parse_text(text: str, name: str, program: int | None = None) -> Program:
     return parse_program(text, name, program)
 
 
-WARNINGS: list[str] = []  # the warnings this command printed, first lines (--json summaries carry them)
-
-
-def warn(text: str) -> None:
-    """Print a warning (``file:line:col: warning: ...`` and its lines) on stderr and remember it."""
-    WARNINGS.append(text.split("\n", 1)[0])
+def print_warning(text: str) -> None:
+    """A warning (``file:line:col: warning: ...`` and its lines) on stderr: the sink of a
+    command's :class:`~distc.syntax.diagnostics.Diagnostics` (:func:`reporting`)."""
     err_console().print(text, markup=False)
 
 
-def warn_unknown_ops(prog: Program, note: str | None = "distc passes it through unchanged") -> int:
+def warn_unknown_ops(prog: Program, diags: Diagnostics, note: str | None = "distc passes it through unchanged") -> int:
     """Before a pass rewrites ``prog``: ``file:line:col: warning:`` (the line, a caret under the
-    name) for each op name Paddle 3.3.1 does not have, once a name; the count of such names."""
+    name) for each op name Paddle 3.3.1 does not have, once a name, into ``diags``; how many."""
     from .dialects.known_ops import unknown_op_warnings
 
     ws = unknown_op_warnings(prog, note)
     for w in ws:
-        warn(w.render() if isinstance(w, DiagnosticError) else w)
+        diags.warn(w)
     return len(ws)
 
 
@@ -245,15 +242,16 @@ def json_requested(args: list[str], command: click.Command | None) -> bool:
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
-def fail(text: str, code: int, doc: dict) -> None:
-    """Report an error (``text`` on stderr; ``doc`` on stdout under ``--json``) and exit ``code``."""
+def fail(text: str, code: int, doc: dict, diags: Diagnostics | None = None) -> None:
+    """Report an error (``text`` on stderr; ``doc`` on stdout under ``--json``, with the warnings
+    of ``diags``) and exit ``code``."""
     try:
         err_console().print(text, markup=False)
     except OSError:  # stderr full or gone: the exit status still tells
         pass
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("as_json"):
-        print_error_json({**doc, "warnings": list(WARNINGS)}, ctx.info_name)
+        print_error_json({**doc, "warnings": diags.warnings if diags is not None else []}, ctx.info_name)
     sys.exit(code)
 
 
@@ -266,16 +264,18 @@ def say(text: str) -> None:
 
 
 @contextmanager
-def reporting() -> Iterator[None]:
-    """Turn diagnostics into ``file:line:col: error:`` + exit 1, anything else into exit 70; under
-    the command's ``--json`` also one JSON object on stdout (:func:`error_doc`)."""
-    WARNINGS.clear()  # one command's (several run in one process under tests)
+def reporting() -> Iterator[Diagnostics]:
+    """A command's run: yields its :class:`~distc.syntax.diagnostics.Diagnostics` (warnings,
+    printed on stderr as they come; ``--json`` summaries and error objects carry them).  Turns
+    diagnostics into ``file:line:col: error:`` + exit 1, anything else into exit 70; under the
+    command's ``--json`` also one JSON object on stdout (:func:`error_doc`)."""
+    diags = Diagnostics(sink=print_warning)
     try:
-        yield
+        yield diags
     except DiagnosticError as e:
-        fail(e.render(), 1, diagnostic_doc(e))
+        fail(e.render(), 1, diagnostic_doc(e), diags)
     except WorkerFailed as e:
-        fail(e.message, e.code, e.doc)
+        fail(e.message, e.code, e.doc, diags)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
         raise
     except Interrupted as e:  # the outputs are rolled back by now; --json still gets its object
@@ -294,14 +294,14 @@ def reporting() -> Iterator[None]:
     except OSError as e:  # an output that cannot be written, a disk that is full ...
         name = getattr(e, "filename", None)
         msg = f"{name + ': ' if name else ''}error: {e.strerror or e}"
-        fail(msg, 1, error_doc("output", 1, str(e.strerror or e), name, text=msg))
+        fail(msg, 1, error_doc("output", 1, str(e.strerror or e), name, text=msg), diags)
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
         msg = f"distc: internal error: {type(e).__name__}: {e}"
         import traceback
 
         hint = (traceback.format_exc() if os.environ.get("DISTC_DEBUG")
                 else "(set DISTC_DEBUG=1 for the traceback; please report this)")
-        fail(msg + "\n" + hint, 70, error_doc("internal", 70, msg[7:], text=msg))
+        fail(msg + "\n" + hint, 70, error_doc("internal", 70, msg[7:], text=msg), diags)
 
 
 # ------------------------------------------------------------------ many outputs, forked workers

@@ -199,7 +199,7 @@ def test_shard_summaries_over_16_ranks_group_equal_ranks(tmp_path):
     """18 ranks (dp 6 x mp 3, uneven ZeRO shards): one row for each set of ranks whose figures
     are equal, named by ranges; over 16 sets, the first 16 and a row counting the rest."""
     from rich.console import Console
-    from distc.commands.shard_ranks import _rank_table
+    from distc.commands.shard_report import _rank_table
 
     ids = ",".join(map(str, range(18)))
     f = tmp_path / "m18.ir"

@@ -13,7 +13,10 @@ from click.testing import CliRunner
 
 import llmdata as L
 from distc.cli import main
-from distc.passes.base import REGISTRY, PassContext, PassManager
+from distc.passes.base import PassContext, PassManager
+from distc.passes.partition import PartitionPass
+from distc.passes.reshard_pass import ReshardPass
+from distc.passes.shard_optimizer import ShardOptimizerPass
 from distc.syntax.parser import parse
 from test_llm_parity import _stages, run_stage
 from test_shard_passes import canon
@@ -134,8 +137,8 @@ def test_unordered_mesh(tmp_path):
             prog = parse(src, "bp.ir")
             ctx = PassContext()
             if stage == "s1":
-                PassManager([REGISTRY["shard-optimizer"](stage=1)]).run(prog, ctx)  # type: ignore[call-arg]
-            PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=r, paddle=True)]).run(prog, ctx)  # type: ignore[call-arg]
+                PassManager([ShardOptimizerPass(stage=1)]).run(prog, ctx)
+            PassManager([PartitionPass(), ReshardPass(rank=r, paddle=True)]).run(prog, ctx)
             assert canon(str(prog)) == canon(L.get(config, case, stage, r, "after_reshard")), (stage, r)
     out = _verify_paddle(tmp_path, config, case, "s1")
     assert out.exit_code == 1 and "DIVERGED" in out.output, out.output

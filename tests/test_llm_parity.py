@@ -25,13 +25,15 @@ import functools
 import pytest
 
 import llmdata as L
-from distc.passes import load_passes
-from distc.passes.base import REGISTRY, PassContext, PassManager
+from distc.passes.base import PassContext, PassManager
+from distc.passes.dist_to_dense import DistToDensePass
+from distc.passes.partition import PartitionPass
+from distc.passes.remove_other_rank import RemoveOtherRankPass
+from distc.passes.reshard_pass import ReshardPass
+from distc.passes.shard_optimizer import ShardOptimizerPass
 from distc.passes.shard_startup import persistable_layouts, shard_startup
 from distc.syntax.parser import parse
 from test_shard_passes import canon
-
-load_passes()
 
 
 @functools.lru_cache(maxsize=8)
@@ -54,14 +56,14 @@ def run_stage(config: str, case: str, rank: int, stage: str, root=L.LLM, mesh_di
     out = {}
     n = int(stage[1])
     if n >= 1:
-        PassManager([REGISTRY["shard-optimizer"](stage=n, axis="dp", mesh_dims=mesh_dims or L.MESH_DIMS[case],  # type: ignore[call-arg]
-                                                 amp=config in L.AMP_CONFIGS)]).run(prog, ctx)
+        PassManager([ShardOptimizerPass(stage=n, axis="dp", mesh_dims=mesh_dims or L.MESH_DIMS[case],
+                                        amp=config in L.AMP_CONFIGS)]).run(prog, ctx)
         out["before_partition"] = str(prog)
     layouts = persistable_layouts(prog)
     plays = persistable_layouts(prog, params=True)
-    PassManager([REGISTRY["partition"](), REGISTRY["reshard"](rank=rank)]).run(prog, ctx)  # type: ignore[call-arg]
+    PassManager([PartitionPass(), ReshardPass(rank=rank)]).run(prog, ctx)
     out["after_reshard"] = str(prog)
-    PassManager([REGISTRY["remove-other-rank"](rank=rank), REGISTRY["dist-to-dense"](rank=rank)]).run(prog, ctx)  # type: ignore[call-arg]
+    PassManager([RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)]).run(prog, ctx)
     out["dense"] = str(prog)
     src = "s3" if n == 3 else "s0"  # see the module docstring
     sprog = parse(L.get(config, case, src, rank, "startup_after_remove", root), "startup")

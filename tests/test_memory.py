@@ -10,7 +10,6 @@ import pytest
 
 import distc
 from distc.ir.attrs import escape_string
-from distc.syntax.parser import clear_caches
 
 from conftest import DATA
 
@@ -71,7 +70,7 @@ def _largest_per_folder():
 
 
 # One-time costs of a process (regexes compiled on first use, grammar tables) are paid by a first
-# parse; the fast path's caches are then emptied so the measured parse pays for everything it
+# parse; the fast path's caches live for one parse, so the measured parse pays for everything it
 # keeps.  Tiny files get a fixed allowance: a program's objects are not smaller than a few KiB.
 FLOOR = 64 * 1024
 
@@ -80,7 +79,6 @@ FLOOR = 64 * 1024
 def test_largest_real_dump_of_each_folder_under_10x(path):
     text = path.read_text()
     distc.parse(text)
-    clear_caches()
     assert peak_of_parse_and_print(text) < 10 * len(text) + FLOOR
 
 
@@ -122,7 +120,6 @@ PROGRAMS = {"int array": lambda: _int_array(250_000), "float array": lambda: _fl
 def test_pathological_program_under_10x(kind):
     text = PROGRAMS[kind]()
     distc.parse(_op('(%0) = "pd_op.full" () {value:[1.5,2]} : () -> tensor<1xf32>'))
-    clear_caches()
     assert peak_of_parse_and_print(text) < 10 * len(text)
 
 

@@ -72,6 +72,7 @@ def test_results_count_the_records_once():
     assert res.ran == ["reshard"] and res.notes == []  # (the shared passes decided; reshard noted nothing)
     small = res.detached()
     assert small.program is None and small.collectives[0].layouts is None and small.bytes_sent == 2560
+    assert res.num_collectives == 11 and len(res.steps) == 16 and sorted(res.rings.items())[0] == (12, (0, 2))
 
 
 def test_wrong_input_and_options():

@@ -10,8 +10,9 @@ import pathlib
 import pytest
 
 import distc
-from distc.passes import load_passes
-from distc.passes.base import REGISTRY, PassContext
+from distc.passes.base import PassContext
+from distc.passes.partition import PartitionPass
+from distc.passes.shard_optimizer import ShardOptimizerPass
 from distc.passes.reshard import lower as L
 from distc.passes.reshard.replay import Replayer
 
@@ -30,12 +31,11 @@ def _inputs():
 
 
 def _partitioned(text: str, stage: str, name: str):
-    load_passes()
     prog = distc.parse(text, name)
     ctx = PassContext()
     if stage == "s0":  # the s0 dumps come before shard-optimizer; s1 ones already have it
-        REGISTRY["shard-optimizer"]().apply(prog, ctx)
-    REGISTRY["partition"]().apply(prog, ctx)
+        ShardOptimizerPass().apply(prog, ctx)
+    PartitionPass().apply(prog, ctx)
     return prog
 
 

@@ -158,7 +158,7 @@ def test_all_ranks_json_carries_what_one_rank_json_carries(tmp_path):
 
 
 def test_byte_figures_that_differ_are_not_hidden_by_rounding():
-    from distc.commands.shard_ranks import exact_where_rounding_hides, spread
+    from distc.commands.shard_report import exact_where_rounding_hides, spread
 
     assert spread({0: 10240, 1: 10250, 2: 10240}) == \
         "min 10.0 KiB (10240 B) (rank 0), median 10.0 KiB (10240 B), max 10.0 KiB (10250 B) (rank 1)"

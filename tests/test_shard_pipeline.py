@@ -1,9 +1,5 @@
 """``distc shard`` end to end, against Paddle 3.3.1's own files only.
 
-NEEDS THE RESHARD PASS: every test here (module-level fixture ``needs_reshard_pass``) lowers
-``dist_op.reshard`` with the ``reshard{rank=R}`` pass (distc/passes/reshard_pass.py); without it
-they fail with a message saying so.
-
 For each case of tests/data/corpus/paddle-3.3.1/stage1 and tests/data/oracle/stage1 (every rank
 generated), starting from Paddle's plain data-parallel program ``CASE.s0.rR.before_partition``:
 
@@ -30,15 +26,6 @@ from distc.cli import main
 
 from conftest import DATA
 from test_shard_passes import NAME, SNAPS, canon, mesh_dim_names
-
-
-@pytest.fixture(scope="module", autouse=True)
-def needs_reshard_pass():
-    from distc.passes import load_passes
-    from distc.passes.base import REGISTRY
-
-    load_passes()
-    assert "reshard" in REGISTRY, "the reshard pass (distc/passes/reshard_pass.py) is missing"
 
 
 def shard(*args: str, ok: bool = True):

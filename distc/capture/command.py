@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..driver import err_console, reporting, warn
+from ..driver import err_console, reporting
 
 EPILOG = """\b
 Writes the folder (default ./capture), per rank R (S: the script's ZeRO stage):
@@ -59,7 +59,7 @@ def command(cmd: tuple[str, ...], out: str, rank_list: str | None, world_size: i
     from .run import UsageProblem, split_command
     from .session import capture
 
-    with reporting():
+    with reporting() as diags:
         try:
             command_ = split_command(list(cmd))
         except UsageProblem as e:
@@ -74,7 +74,7 @@ def command(cmd: tuple[str, ...], out: str, rank_list: str | None, world_size: i
                                      param_hint="--ranks")
         progress = _progress if sys.stderr.isatty() and not quiet else None
         doc = capture(command_, out, ranks=ranks, world=world_size, mode=mode, jobs=jobs or default_jobs(),
-                      timeout=timeout, all_snapshots=all_snapshots, progress=progress, warn=warn)
+                      timeout=timeout, all_snapshots=all_snapshots, progress=progress, warn=diags.warn)
         if as_json:
             print(json.dumps(summary(doc, out), separators=(",", ":")))
         elif not quiet:

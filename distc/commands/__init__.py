@@ -15,7 +15,9 @@ def load(name: str):
         return None
     module = ELSEWHERE.get(name, f"{__name__}.{name}")
     try:
-        return importlib.import_module(module).command
+        if name == "capture":
+            return importlib.import_module("distc.capture.command").command
+        return importlib.import_module(f"{__name__}.{name}").command
     except ModuleNotFoundError as e:
         if e.name != module:
             raise

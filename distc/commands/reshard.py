@@ -20,7 +20,7 @@ import click
 
 from ..analysis.verify import INT64_MAX
 from ..dialects import ops
-from ..driver import (WARNINGS, check_pattern, check_values, err_console, program_option, read_text, reporting, warn,
+from ..driver import (check_pattern, check_values, err_console, program_option, read_text, reporting,
                       warn_unknown_ops)
 from ..outputs import Outputs
 from ..syntax.diagnostics import DiagnosticError
@@ -109,7 +109,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
     Without FILE: build the program Paddle prints for one reshard (--from/--to, --mesh, --shape)
     and lower that.
     """
-    with reporting(), Outputs(inputs=[file] if file is not None else []) as out:
+    with reporting() as diags, Outputs(inputs=[file] if file is not None else []) as out:
         explorer = src is not None or dst is not None
         if file is not None and explorer:
             raise click.UsageError("give either FILE or --from/--to (explorer), not both")
@@ -147,12 +147,12 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         before = parse_program(source, filename, program)
         check_values(before, filename, source)
         if not explorer:
-            warn_unknown_ops(before)
+            warn_unknown_ops(before, diags)
             if not any(op.name == ops.RESHARD for op in before.walk()):
-                warn(DiagnosticError(
+                diags.warn(DiagnosticError(
                     "no dist_op.reshard in the program: nothing to lower (a program before partition? "
                     "`distc shard`, or `distc opt FILE -p partition,reshard{rank=R}`)", filename=filename,
-                    severity="warning").render())
+                    severity="warning"))
         known = program_ranks(before)
         whole = verify and not explorer and not _one_reshard(before)
         if not all_ranks and not whole:
@@ -160,7 +160,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
         if whole:  # a whole program: every rank lowered and proven against FILE (distc verify)
             from .verify import verify_built
 
-            status = verify_built(before, lambda r: (str(_lower(source, filename, r, paddle_only, coshard, program)[0]), None),
+            status = verify_built(before, lambda r: (_lower(before, source, filename, r, paddle_only, coshard).text, None),
                                   names=lambda r: f"<rank {r} of {filename}>")
             if status:
                 click.echo(f"verify: {'DIVERGED' if status == 1 else 'not proven'}: nothing written", err=True)
@@ -177,27 +177,27 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             targets = {r: out.add("-o", _output_path(output, r)) for r in ranks}
         results = {}
         for r in ranks if (all_ranks or verify) else [rank]:
-            results[r] = _lower(source, filename, r, paddle_only, coshard, program)
+            results[r] = _lower(before, source, filename, r, paddle_only, coshard)
         shown = ranks if all_ranks else [rank]
 
         con = err_console()
-        ctxs = {r: results[r][1] for r in shown}
+        ctxs = {r: results[r] for r in shown}
         if explain and not as_json:
             report.explain(con, ctxs)
         if as_json:
-            con.print(report.to_json(ctxs, WARNINGS), markup=False, highlight=False, soft_wrap=True)
+            con.print(report.to_json(ctxs, diags.warnings), markup=False, highlight=False, soft_wrap=True)
         elif not quiet:
             report.summary(con, ctxs)
         if verify:
-            _verify(con, before, {r: results[r][0] for r in results})
+            _verify(con, before, {r: results[r].program for r in results})
 
         if per_rank:  # every file, or none
             for r in shown:
-                out.write(targets[r], str(results[r][0]))
+                out.write(targets[r], results[r].text)
         elif all_ranks:
-            out.write(target, "".join(f"// ----- rank {r} -----\n{results[r][0]}" for r in shown))
+            out.write(target, "".join(f"// ----- rank {r} -----\n{results[r].text}" for r in shown))
         else:
-            out.write(target, str(results[rank][0]))
+            out.write(target, results[rank].text)
         out.commit()
 
 
@@ -244,22 +244,16 @@ def _ranks_of(prog) -> list[int]:
     return sorted(ranks)
 
 
-def _lower(source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = True,
-           program: int | None = None):
-    """Parse and run reshard{rank} through the pass manager (one fresh ring numbering per rank,
-    as each rank is its own Paddle process)."""
-    from ..passes.base import PassContext, PassManager
-    from ..passes.reshard_pass import ReshardPass
-    from ..syntax.parser import parse_program
+def _lower(before, source: str, filename: str, rank: int, paddle_only: bool, coshard: bool = True):
+    """The library's reshard lowering for ``rank`` (:func:`distc.pipeline.reshard`), on a copy of
+    ``before``: one fresh ring numbering per rank, as each rank is its own Paddle process."""
+    from ..pipeline import reshard
 
-    prog = parse_program(source, filename, program)
-    ctx = PassContext()
     try:
-        PassManager([ReshardPass(rank=rank, paddle=paddle_only, coshard=coshard)]).run(prog, ctx)
+        return reshard(before, rank, paddle=paddle_only, coshard=coshard)
     except DiagnosticError as e:
         e.notes.append(f"lowering for rank {rank}")
         raise e.located(filename, source) from None
-    return prog, ctx
 
 
 def _verify(con, before, progs: dict) -> None:

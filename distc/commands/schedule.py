@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from ..driver import err_console, load_kept, reporting, warn
+from ..driver import err_console, load_kept, reporting
 from ..pipeline import ShardOptions, ShardPipeline
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 from .shard_schedule import SCHEDULES
@@ -64,7 +64,7 @@ def command(main_files: tuple[str, ...], acc_steps: int, modes: tuple[str, ...] 
 
     from ..passes.pipeline_schedule import has_chunks
 
-    with reporting():
+    with reporting() as shown:
         sources: dict[str, str] = {}
         progs = {f: load_kept(f, sources) for f in dict.fromkeys(main_files)}
         diags = Diagnostics()  # (printed below: no program is written, so not how gradient merge clips)
@@ -93,7 +93,7 @@ def command(main_files: tuple[str, ...], acc_steps: int, modes: tuple[str, ...] 
                                   filename=main_files[0])
         for w in diags.items:
             if not (isinstance(w, DiagnosticError) and w.message.startswith("gradient merge over")):
-                warn(w.render() if isinstance(w, DiagnosticError) else w)
+                shown.warn(w)
         if as_json:
             doc = {"command": "schedule", "micro_batches": acc_steps, "flops": flops, "bandwidth": bandwidth,
                    "schedules": rows, "timelines": timelines, "warnings": diags.warnings}

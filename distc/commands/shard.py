@@ -10,60 +10,14 @@ from __future__ import annotations
 
 import click
 
-from ..analysis.cost import human_bytes, require_rank
-from ..driver import check_pattern, collector_off, err_console, load_kept, program_option, reporting, warn
+from ..analysis.cost import require_rank
+from ..driver import check_pattern, collector_off, load_kept, program_option, reporting
 from ..ir.core import Program
-from ..ir.dist import ranks_text
 from ..outputs import Outputs
-from ..pipeline import RankResult, ShardOptions, ShardPipeline
-from ..syntax.diagnostics import Diagnostics
+from ..pipeline import ShardOptions, ShardPipeline
+from . import shard_report as report
 from . import shard_schedule as sched
-from .shard_ranks import RankTargets, check_many, format_ranks, parse_ranks, rank_summary, run_ranks, select_ranks
-
-
-def _summary(res: RankResult, stage: int, axis) -> None:
-    from rich.table import Table
-
-    con = err_console()
-    rank, before, after = res.rank, res.memory_before, res.memory_after
-    assert before is not None and after is not None
-    human = human_bytes
-    if res.collectives is not None:
-        t = Table(title=f"collectives inserted (rank {rank})")
-        t.add_column("kind")
-        t.add_column("group")
-        t.add_column("count", justify="right")
-        t.add_column("bytes sent by this rank", justify="right")
-        agg = res.totals(by_group=True)
-        for (kind, group), x in agg.items():
-            n = x["bytes_sent"]
-            t.add_row(kind, ranks_text(group), str(x["count"]),
-                      f"{n} B" if n < 1024 else f"{human(n)} ({n} B)")
-        if not agg:
-            t.add_row("(none)", "", "0", "0")
-        con.print(t)
-    m = Table(title=f"per-rank memory, rank {rank} (stage {stage}"
-              + (" = stage 1, as in Paddle's static mode" if stage == 2 else "")
-              + (f", sharding mesh dim {axis}" if axis is not None else "") + ")")
-    for col in ("", "before", "after", "saved"):
-        m.add_column(col, justify="right" if col else "left")
-    for label, b, a in (("parameters", before.params, after.params), ("gradients", before.grads, after.grads),
-                        ("optimizer states", before.states, after.states),
-                        ("total", before.total, after.total)):
-        m.add_row(label, human(b), human(a), human(b - a))
-    con.print(m)
-    saved = before.states - after.states
-    pct = f" ({100 * saved / before.states:.1f}% of optimizer states)" if before.states else ""
-    if stage in (1, 2) and not before.states:
-        con.print(f"ZeRO-{stage} on rank {rank}: no optimizer states to shard (the optimizer keeps none); total "
-                  f"per rank {before.total} -> {after.total} bytes", markup=False)
-        return
-    if stage == 3:
-        saved = before.total - after.total
-        pct = f" ({100 * saved / before.total:.1f}%: parameters, gradients and optimizer states)" \
-            if before.total else ""
-    con.print(f"ZeRO-{stage} saving on rank {rank}: {saved} bytes = {human(saved)}{pct}; "
-              f"total per rank {before.total} -> {after.total} bytes", markup=False)
+from .shard_ranks import RankTargets, check_many, parse_ranks, run_ranks, select_ranks
 
 
 @click.command("shard")
@@ -159,7 +113,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             rank=rank, all_ranks=all_ranks, rank_list=rank_list))
     stage, amp, axis, mesh_dims, startup, rank_list = (o[k] for k in ("stage", "amp", "axis", "mesh_dims",
                                                                       "startup", "rank_list"))
-    with reporting(), Outputs(inputs=[main_file]) as out:
+    with reporting() as diags, Outputs(inputs=[main_file]) as out:
         if (startup is None) != (startup_out is None):
             raise click.UsageError("--startup and --startup-out go together")
         if annotate_only and dense:
@@ -197,7 +151,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                             paddle_merge=paddle)
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
-                             diagnostics=Diagnostics(sink=warn))
+                             diagnostics=diags)
         prog = pipe.program
         pipe.warn_unknown_ops()
         known = pipe.ranks()
@@ -229,15 +183,15 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         if many:
             result = run_ranks(pipe, ranks, jobs, out, targets)
             if explain and not as_json:
-                _explain(pipe, result.ranks)
+                report.explain(pipe, result.ranks)
             if as_json:
                 # each rank as `--rank R --json` gives it (parameters, gradients, by_group), in rank order
-                summary_json(pipe, stage, {r: {**_rank_json(x), **sched.rank_json(x)}
-                                           for r, x in sorted(result.items())},
-                             [n for _, x in sorted(result.items()) for n in x.notes],
-                             fusion=_fusion(plain, ranks, opts, result.ranks), extra=extra)
+                report.summary_json(pipe, stage, {r: {**report.rank_json(x), **sched.rank_json(x)}
+                                                  for r, x in sorted(result.items())},
+                                    [n for _, x in sorted(result.items()) for n in x.notes],
+                                    fusion=_fusion(plain, ranks, opts, result.ranks), extra=extra)
             elif not quiet:
-                rank_summary(result.ranks, stage, result.sharding_axis)
+                report.rank_summary(result.ranks, stage, result.sharding_axis)
                 _fusion(plain, ranks, opts, result.ranks, show=True)
                 if opts.scheduled:
                     sched.job_summary(pipe, result.ranks)
@@ -250,12 +204,12 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         one.write(out, res)
         out.commit()
         if explain and not as_json:
-            _explain(pipe, {rank: res})
+            report.explain(pipe, {rank: res})
         if as_json:
-            summary_json(pipe, stage, {rank: {**_rank_json(res), **sched.rank_json(res)}}, res.notes, res.ran,
-                         fusion=_fusion(plain, [rank], opts, {rank: res}), extra=extra)
+            report.summary_json(pipe, stage, {rank: {**report.rank_json(res), **sched.rank_json(res)}}, res.notes,
+                                res.ran, fusion=_fusion(plain, [rank], opts, {rank: res}), extra=extra)
         elif not quiet:
-            _summary(res, stage, pipe.ctx.stats.sharding_axis)
+            report.summary(res, stage, pipe.ctx.stats.sharding_axis)
             _fusion(plain, [rank], opts, {rank: res}, show=True)
             if opts.scheduled:
                 sched.job_summary(pipe, {rank: res})
@@ -268,16 +222,6 @@ def _load_startups(startup: str, ranks: list[int], sources: dict[str, str]) -> P
     if "{rank}" not in startup:
         return load_kept(startup, sources)
     return {r: load_kept(str(startup_path(startup, r)), sources) for r in ranks}
-
-
-def _rank_json(res: RankResult) -> dict:
-    before, after = res.memory_before, res.memory_after
-    assert before is not None and after is not None
-    mem = {name: {"parameters": m.params, "gradients": m.grads, "optimizer_states": m.states, "total": m.total}
-           for name, m in (("before", before), ("after", after))}
-    by_group = [{"kind": kind, "group": list(group), **x} for (kind, group), x in res.totals(by_group=True).items()]
-    return {"rank": res.rank, "collectives": None if res.collectives is None else len(res.collectives),
-            "bytes_sent": res.bytes_sent, "by_group": by_group, "memory": mem, "saved": res.saved}
 
 
 def _fusion(plain: Program | None, ranks: list[int], opts: ShardOptions, results: dict, show: bool = False):
@@ -293,51 +237,9 @@ def _fusion(plain: Program | None, ranks: list[int], opts: ShardOptions, results
     return fusion_json(results, base, opts.stage)
 
 
-def summary_json(pipe: ShardPipeline, stage: int, ranks: dict, notes: list[str], ran: list[str] = (),
-                 fusion: dict | None = None, extra: dict | None = None) -> None:
-    """``--json``: one line on stderr, the last one distc prints."""
-    import json
-    import sys
-
-    sh = pipe.prepare()
-    doc = {"command": "shard", "stage": stage, "sharding_axis": sh.ctx.stats.sharding_axis,
-           "pipeline": list(sh.ran) + list(ran), "decisions": list(sh.notes) + list(dict.fromkeys(notes)),
-           "warnings": pipe.diagnostics.warnings, **(extra or {}),
-           "ranks": {str(r): x for r, x in sorted(ranks.items())}}
-    if fusion is not None:
-        doc["tensor_fusion"] = fusion
-    sys.stderr.write(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
-
-
 def startup_path(startup: str | None, rank: int) -> str | None:
     """``--startup`` for one rank: a ``{rank}`` pattern names each rank's own startup program."""
     return startup.replace("{rank}", str(rank)) if startup is not None else None
-
-
-def _explain(pipe: ShardPipeline, results: dict) -> None:
-    """The passes run and what they decided; ranks that did alike share one block."""
-    import re
-
-    sh = pipe.prepare()
-    con = err_console()
-    several = len(results) > 1
-    groups: dict[tuple, list[int]] = {}
-    for r, res in sorted(results.items()):
-        ran, notes = res.ran, res.notes
-        if several:  # the rank option is the rank itself (and left out for rank 0)
-            ran = [re.sub(r"rank=\d+,?", "", x).replace(",}", "}").replace("{}", "") for x in ran]
-            notes = [re.sub(rf"\brank {r}\b", "this rank", n) for n in notes]
-        groups.setdefault((tuple(ran), tuple(notes)), []).append(r)
-    for (ran, notes), ranks in groups.items():
-        prefix = f"rank{'s' * (len(ranks) > 1)} {format_ranks(ranks)}: " if several else ""
-        con.print(prefix + "pipeline: " + (", ".join(sh.ran + list(ran)) or "(nothing: stage 0, annotate only)"),
-                  markup=False)
-        for n in ([] if several else sh.notes) + list(notes):
-            con.print("  " + n, markup=False)
-    if several and sh.notes:
-        con.print("every rank:", markup=False)
-        for n in sh.notes:
-            con.print("  " + n, markup=False)
 
 
 def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str, doc: dict) -> int:

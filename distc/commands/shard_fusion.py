@@ -19,7 +19,7 @@ def unfused(program: Program, ranks: list[int], options) -> dict[int, tuple[int,
     opts = dataclasses.replace(options, tensor_fusion=False, overlap=False, release_gradients=False,
                                comm_buffer_mb=256, annotate_only=False, dense=False)
     res = shard_ranks(program, ranks, options=opts)
-    return {r: (len(x.collectives or []), x.bytes_sent or 0) for r, x in res.items()}
+    return {r: ((x.num_collectives or 0), x.bytes_sent or 0) for r, x in res.items()}
 
 
 def summary_json(results: dict, base: dict[int, tuple[int, int]] | None, stage: int = 1) -> dict:
@@ -64,6 +64,6 @@ def print_summary(results: dict, base: dict[int, tuple[int, int]] | None, stage:
         s.add_column(col, justify="right")
     for r, x in sorted(results.items()):
         b = (base or {}).get(r)
-        s.add_row(str(r), str(len(x.collectives or [])), human_bytes(x.bytes_sent or 0),
+        s.add_row(str(r), str((x.num_collectives or 0)), human_bytes(x.bytes_sent or 0),
                   "" if b is None else str(b[0]), "" if b is None else human_bytes(b[1]))
     con.print(s)

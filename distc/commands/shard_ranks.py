@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable
 
 import click
 
-from ..analysis.cost import human_bytes as human
-from ..driver import WorkerFailed, err_console, fork_each
+from ..driver import WorkerFailed, fork_each
 from ..outputs import Target
 from ..pipeline import RankResult, ShardPipeline, ShardResult
 from ..pipeline.inputs import format_ranks
 from ..syntax.diagnostics import DiagnosticError
-
-PER_RANK_ROWS = 16  # above this many ranks the summary groups ranks whose figures are equal
 
 
 def parse_ranks(text: str) -> list[range]:
@@ -186,91 +182,3 @@ def _input_bytes(prog) -> int:
     except (OSError, TypeError, ValueError):
         return sum(len(op.src or "") + 1 for op in prog.walk())
 
-
-def exact_where_rounding_hides(values) -> Callable[[int], str]:
-    """A byte formatter for ``values``: ``human_bytes``, with the exact count beside it wherever two
-    different values would print the same (a difference between ranks is never hidden by rounding)."""
-    seen: dict[str, set[int]] = {}
-    for v in values:
-        seen.setdefault(human(v), set()).add(int(v))
-    clash = {h for h, vs in seen.items() if len(vs) > 1}
-    return lambda v: f"{human(v)} ({int(v)} B)" if human(v) in clash else human(v)
-
-
-def spread(values: dict[int, int]) -> str:
-    import statistics
-
-    lo = min(values, key=lambda r: (values[r], r))
-    hi = max(values, key=lambda r: (values[r], -r))
-    med = int(statistics.median(values.values()))
-    if values[lo] == values[hi]:
-        return f"{human(values[lo])} on every rank"
-    b = exact_where_rounding_hides([values[lo], med, values[hi]])
-    return f"min {b(values[lo])} (rank {lo}), median {b(med)}, max {b(values[hi])} (rank {hi})"
-
-
-def rank_summary(results: dict[int, RankResult], stage: int, axis) -> None:
-    """Per-rank totals (collectives, bytes sent, optimizer memory) and their spread across ranks."""
-    con = err_console()
-    rows = [{"rank": r, "collectives": None if x.collectives is None else len(x.collectives),
-             "bytes_sent": x.bytes_sent, "memory_before": x.memory_before.total,  # type: ignore[union-attr]
-             "memory_after": x.memory_after.total} for r, x in sorted(results.items())]  # type: ignore[union-attr]
-    lowered = rows[0]["collectives"] is not None
-    con.print(_rank_table(rows, lowered, stage, axis))
-    if lowered:
-        con.print("bytes sent per rank: " + spread({x["rank"]: x["bytes_sent"] for x in rows}), markup=False)
-    con.print("memory per rank (parameters, gradients, optimizer states) after ZeRO-"
-              f"{stage}: " + spread({x["rank"]: x["memory_after"] for x in rows}), markup=False)
-    saved = {x["rank"]: x["memory_before"] - x["memory_after"] for x in rows}
-    con.print(f"saved per rank: {spread(saved)}", markup=False)
-
-
-def _rank_table(rows: list[dict], lowered: bool, stage: int, axis):
-    """A row a rank; over :data:`PER_RANK_ROWS` ranks, a row for each set of ranks whose figures
-    are all equal (``0-7,16-23``), by first rank, and over that many sets the first ones and a
-    row counting the rest (``--json`` lists every rank)."""
-    from rich.table import Table
-
-    cols = ("collectives", "bytes_sent", "memory_before", "memory_after") if lowered else \
-        ("memory_before", "memory_after")
-    groups: dict[tuple, list[int]] = {}
-    for x in rows:
-        groups.setdefault(tuple(x[c] for c in cols) + ((x["rank"],) if len(rows) <= PER_RANK_ROWS else ()),
-                          []).append(x["rank"])
-    grouped = len(rows) > PER_RANK_ROWS
-    many = f" in {len(groups)} group{'s' * (len(groups) > 1)} of equal figures" if grouped else ""
-    t = Table(title=f"per rank ({len(rows)} ranks{many}, stage {stage}"
-              + (f", sharding mesh dim {axis}" if axis is not None else "") + ")")
-    t.add_column("ranks" if grouped else "rank", justify="left" if grouped else "right")
-    if grouped:
-        t.add_column("count", justify="right")
-    for col in (("collectives", "bytes sent") if lowered else ()) + ("memory before", "memory after", "saved"):
-        t.add_column(col, justify="right")
-    items = sorted(groups.items(), key=lambda kv: kv[1][0])
-    shown = [dict(zip(cols, key), saved=key[cols.index("memory_before")] - key[cols.index("memory_after")])
-             for key, _ in items[:PER_RANK_ROWS]]
-    fmt = {k: exact_where_rounding_hides([v[k] for v in shown])
-           for k in ("bytes_sent", "memory_before", "memory_after", "saved") if lowered or k != "bytes_sent"}
-    for v, (_, ranks) in zip(shown, items):
-        cells = [_short_ranks(ranks), str(len(ranks))] if grouped else [str(ranks[0])]
-        if lowered:
-            cells += [str(v["collectives"]), fmt["bytes_sent"](v["bytes_sent"])]
-        cells += [fmt[k](v[k]) for k in ("memory_before", "memory_after", "saved")]
-        t.add_row(*cells)
-    if len(items) > PER_RANK_ROWS:
-        rest = items[PER_RANK_ROWS:]
-        t.add_row(f"... {len(rest)} more groups", str(sum(len(r) for _, r in rest)),
-                  *([""] * (len(t.columns) - 2)))
-    return t
-
-
-def _short_ranks(ranks: list[int]) -> str:
-    """``0-7,16-23``: ranges; past a few, ``0,40,...,3960`` if evenly spaced, else the first
-    ranges and the count of the rest."""
-    text = format_ranks(ranks)
-    parts = text.split(",")
-    if len(parts) <= 6:
-        return text
-    if all(b - a == ranks[1] - ranks[0] for a, b in zip(ranks, ranks[1:])):
-        return f"{ranks[0]},{ranks[1]},...,{ranks[-1]}"
-    return ",".join(parts[:4]) + f",... ({len(parts) - 4} more ranges)"

@@ -21,7 +21,7 @@ from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
 from ..analysis.simulate.step import StepReport, is_comm
-from ..driver import WARNINGS, err_console, load, program_option, reporting, warn_unknown_ops
+from ..driver import err_console, load, program_option, reporting, warn_unknown_ops
 from ..ir.core import Program
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -80,14 +80,15 @@ def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol
         return fn(serial, progs, seed=seed, rtol=rtol, atol=atol, progress=step)
 
 
-def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool = False) -> int:
+def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool = False,
+               warnings: list[str] = ()) -> int:
     """Print the reports (text or one JSON document) and return the exit status: the worst one."""
     status = max((r.status for _, r in reports), key=lambda s: (s == 1, s == EXIT_NO_KERNEL, s))
     if as_json:
         doc = {name: r.as_dict() for name, r in reports}
         doc["exit"] = status
         doc["status"] = {0: "equal", 1: "diverged", EXIT_NO_KERNEL: "no-kernel"}.get(status, "error")
-        doc["warnings"] = list(WARNINGS)
+        doc["warnings"] = list(warnings)
         click.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
     else:
         for name, r in reports:
@@ -126,9 +127,9 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
     2 usage, 3 an op without a kernel (which op, where)."""
     if (startup is None) != (startup_ranks is None):
         raise click.UsageError("--startup and --startup-ranks go together")
-    with reporting():
+    with reporting() as diags:
         sprog = load(serial, program)
-        warn_unknown_ops(sprog, note=None)
+        warn_unknown_ops(sprog, diags, note=None)
         check_serial(sprog)
         ranks = program_ranks(sprog)
         progs = load_ranks(pattern, ranks)
@@ -146,7 +147,7 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
                 label = "startup" if len(groups) == 1 else f"startup ({path}, ranks {rs})"
                 reports.append((label, run_verify(st, {r: sprogs[r] for r in rs}, seed=seed, rtol=rtol, atol=atol,
                                                   label="startup", layouts=program_layouts(progs))))
-        status = report_out(reports, as_json)
+        status = report_out(reports, as_json, warnings=diags.warnings)
     sys.exit(status)
 
 

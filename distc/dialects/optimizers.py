@@ -8,6 +8,7 @@ these roles, ``passes.shard_optimizer`` shards them, ``passes.partition`` follow
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from ..ir.core import Operation, Value
@@ -74,16 +75,10 @@ def inplace_map(op: Operation) -> dict[int, int]:
     """result index -> operand index for ops that update operands in place (Paddle's
     ``get_op_inplace_info``): the optimizer table, ``assign_out_``, and ``x_`` ops on operand 0.
     The answer depends on the op's name and counts alone: one shared dict per such key (read only)."""
-    key = (op.name, len(op._operands), len(op.results))
-    m = _INPLACE.get(key)
-    if m is None:
-        m = _INPLACE[key] = _inplace_map(*key)
-    return m
+    return _inplace_map(op.name, len(op._operands), len(op.results))
 
 
-_INPLACE: dict[tuple, dict[int, int]] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _inplace_map(name: str, num_operands: int, num_results: int) -> dict[int, int]:
     sig = OPTIMIZERS.get((name, num_operands))
     if sig is not None:

@@ -9,6 +9,7 @@ types go through :class:`Maker` so no pass spells a style itself; ops are built 
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Sequence
 
 from . import attrs as A
@@ -17,7 +18,10 @@ from .dist import OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, Vec
 from .types import DenseTensorType, DistTensorType
 
 
-_BOOLS: dict[tuple[bool, ...], A.ArrayAttr] = {}
+@functools.lru_cache(maxsize=1024)
+def _bools(key: tuple[bool, ...]) -> A.ArrayAttr:
+    """Attributes are immutable: one object for each spelling."""
+    return A.ArrayAttr(tuple(A.BoolAttr(v) for v in key))
 
 
 class Maker:
@@ -48,11 +52,7 @@ class Maker:
 
     @staticmethod
     def bools(vs: Iterable[bool]) -> A.ArrayAttr:
-        key = tuple(bool(v) for v in vs)
-        a = _BOOLS.get(key)
-        if a is None:  # attributes are immutable: one object for each spelling
-            a = _BOOLS[key] = A.ArrayAttr(tuple(A.BoolAttr(v) for v in key))
-        return a
+        return _bools(tuple(bool(v) for v in vs))
 
     @staticmethod
     def str(s: str) -> A.StrAttr:

@@ -1,13 +1,15 @@
 """Structural copy of a program: new ops, blocks, regions and values that print exactly as the
 originals do (source lines, clean/dirty state, names, comments and style are carried over).
-Types and attributes are immutable and shared."""
+Types and attributes are immutable and shared.
+
+Each object is made by the class of the one it copies (``type(op)(...)``), so this module imports
+nothing of :mod:`distc.ir.core` (whose ``Program.clone`` calls it: no import circle)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Callable
 
-from .core import Block, Operation, Program, Region, Value
 
 
 def clone_program(prog: Program, keep: Callable[[Operation], bool] | None = None,
@@ -18,7 +20,7 @@ def clone_program(prog: Program, keep: Callable[[Operation], bool] | None = None
     that kept ops use."""
     vmap: dict[Value, Value] = {}
     pending: list[tuple[Operation, Operation]] = []  # operands are set once every value exists
-    new = Program(_clone_block(prog.block, vmap, pending, keep, prepare), replace(prog.style), prog.filename)
+    new = type(prog)(_clone_block(prog.block, vmap, pending, keep, prepare), replace(prog.style), prog.filename)
     new.head = prog.head
     new.tail = prog.tail
     for old_op, op in pending:
@@ -28,7 +30,7 @@ def clone_program(prog: Program, keep: Callable[[Operation], bool] | None = None
 
 
 def _clone_block(block: Block, vmap: dict, pending: list, keep=None, prepare=None) -> Block:
-    nb = Block()
+    nb = type(block)()
     for a in block.args:
         na = nb.add_argument(a._type, a.name, a.keyword, a.attrs)
         na.attrs_shown = a.attrs_shown
@@ -42,7 +44,7 @@ def _clone_block(block: Block, vmap: dict, pending: list, keep=None, prepare=Non
     for old in block.ops:
         if keep is not None and not keep(old):
             continue
-        op = Operation(old.name, (), [r._type for r in old.results], old._attrs,
+        op = type(old)(old.name, (), [r._type for r in old.results], old._attrs,
                        [_clone_region(r, vmap, pending) for r in old.regions],
                        op_id=old.op_id, result_names=[r.name for r in old.results],
                        operand_keywords=old.operand_keywords, sig=old.sig)
@@ -59,8 +61,8 @@ def _clone_block(block: Block, vmap: dict, pending: list, keep=None, prepare=Non
     return nb
 
 
-def _clone_region(region: Region, vmap: dict, pending: list) -> Region:
-    nr = Region([_clone_block(b, vmap, pending) for b in region.blocks])
+def _clone_region(region, vmap: dict, pending: list):
+    nr = type(region)([_clone_block(b, vmap, pending) for b in region.blocks])
     nr.close_src = region.close_src
     nr.open_src = region.open_src
     return nr

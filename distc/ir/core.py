@@ -394,19 +394,20 @@ class Program:
     def find(self, name: str) -> list[Operation]:
         return [op for op in self.walk() if op.name == name]
 
-    def value(self, name: str) -> Value:
-        """A value by its printed name (``%3``) in the program's current numbering."""
-        str(self)  # printing names every value (``_pname``)
-        want = name.lstrip("%")
-        for v in self.values():
-            if v._pname == want:
-                return v
-        raise KeyError(name)
-
     def __str__(self) -> str:
         if _PRINTER is None:
             raise RuntimeError("no PIR printer installed (import distc.syntax)")
-        return _PRINTER(self)
+        return _PRINTER[0](self)
+
+    def value(self, name: str) -> Value:
+        """A value by its printed name (``%3``) in the program's current numbering."""
+        if _PRINTER is None:
+            raise RuntimeError("no PIR printer installed (import distc.syntax)")
+        want = name.lstrip("%")
+        for v, n in _PRINTER[1](self).items():
+            if n == want:
+                return v
+        raise KeyError(name)
 
     def clone(self) -> "Program":
         """A structural copy that prints exactly as this program does."""
@@ -420,6 +421,7 @@ class Program:
 _PRINTER = None
 
 
-def set_printer(fn) -> None:
+def set_printer(fn, names) -> None:
+    """``fn(program)`` prints, ``names(program)`` gives each value's printed name (no ``%``)."""
     global _PRINTER
-    _PRINTER = fn
+    _PRINTER = (fn, names)

@@ -7,6 +7,7 @@ dim: ``Shard(dim=k)``, ``Replicate()``, ``Partial(reduce_type=X)``) are derived 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
 
@@ -442,13 +443,7 @@ class OperationDistAttr:
     def _shared_format(self, placements: bool | None) -> str:
         # passes build many equal op dist attrs as separate objects: share their text by value
         # equality ignores how entries are spelt (form, placements shown): key on that too
-        key = (self, placements, tuple(_spelling(e) for e in self.operands + self.results))
-        text = _OP_FMT.get(key)
-        if text is None:
-            text = self._format(placements)
-            if len(_OP_FMT) < 50_000:
-                _OP_FMT[key] = text
-        return text
+        return _op_format(self, placements, tuple(_spelling(e) for e in self.operands + self.results))
 
     def _format(self, placements: bool | None) -> str:
         parts = [f"mesh:{{shape:[{_ints(self.mesh.shape)}],process_ids:[{self.mesh.ids_text}]}}"]
@@ -471,7 +466,10 @@ class OperationDistAttr:
                                  g("results", self.results), g("chunk_id", self.chunk_id))  # type: ignore[arg-type]
 
 
-_OP_FMT: dict = {}
+@functools.lru_cache(maxsize=50_000)
+def _op_format(attr: "OperationDistAttr", placements: bool | None, spellings: tuple) -> str:
+    """The text of op dist attrs equal to ``attr`` and spelt alike (``spellings``)."""
+    return attr._format(placements)
 
 
 def _spelling(e) -> tuple:

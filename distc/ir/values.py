@@ -3,18 +3,18 @@ use an (operation, operand index) pair; only :mod:`distc.ir.core` changes them).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from .attrs import Attribute
 from .dist import TensorDistAttr
 from .types import DistTensorType, Type
 
-if TYPE_CHECKING:
-    from .core import Block, Operation
+# ``Operation`` and ``Block`` in annotations are distc.ir.core's (not imported: core imports this
+# module, and an import circle is one even under TYPE_CHECKING)
 
 
 class Value:
-    __slots__ = ("_type", "uses", "name", "_pname")
+    __slots__ = ("_type", "uses", "name")
 
     def __init__(self, type: Type, name: str | None = None) -> None:
         self._type = type
@@ -22,7 +22,6 @@ class Value:
         # 800,000 values is 800,000 lists otherwise; only this module changes use lists)
         self.uses: list[tuple[Operation, int]] | tuple = ()
         self.name = name  # the source spelling without '%', or None for new values
-        self._pname: str | None = None  # set by the printer
 
     @property
     def type(self) -> Type:

@@ -1,31 +1,22 @@
-"""Passes over PIR programs, one a file.  ``load_passes()`` imports them so they register."""
+"""Passes over PIR programs, one a file.  A pass is a class you import
+(``from distc.passes.reshard_pass import ReshardPass``); ``@register`` where it is defined also
+gives it its name for pipeline strings (``distc opt -p 'reshard{rank=1}'``): :func:`load_passes`
+imports every module of this package (no list to keep), so every pass is there to be named."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from pathlib import Path
 
-PASS_MODULES = [
-    "distc.passes.verify_pass",
-    "distc.passes.shard_optimizer",
-    "distc.passes.partition",
-    "distc.passes.remove_other_rank",
-    "distc.passes.dist_to_dense",
-    "distc.passes.shard_startup",
-    "distc.passes.reshard_pass",
-    "distc.passes.gradient_merge",
-    "distc.passes.pipeline_fthenb",
-    "distc.passes.pipeline_1f1b",
-    "distc.passes.check_chunk_id",
-    "distc.passes.pipeline_vpp",
-    "distc.passes.pipeline_zero_bubble",
-    "distc.passes.tensor_fusion",
-]
+
+def pass_modules() -> list[str]:
+    """The modules of this package (not its subpackages), by name."""
+    return sorted(i.name for i in pkgutil.iter_modules([str(Path(__file__).parent)]) if not i.ispkg)
 
 
 def load_passes() -> None:
-    for m in PASS_MODULES:
-        try:
-            importlib.import_module(m)
-        except ModuleNotFoundError as e:
-            if e.name != m:
-                raise
+    """Import every pass module, so that each pass has registered its name.  Safe from several
+    threads: an import another thread has begun is waited for, never seen half done."""
+    for m in pass_modules():
+        importlib.import_module(f"{__name__}.{m}")

@@ -11,10 +11,17 @@ from ..dialects.rings import RingAllocator
 from ..ir.core import Program
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 
+# name -> pass class, filled as each pass module is imported (``@register``; ``load_passes()``
+# imports them all): complete and read-only once they are imported
 REGISTRY: dict[str, type["ModulePass"]] = {}
 
 
 def register(cls: type["ModulePass"]) -> type["ModulePass"]:
+    """Class decorator: the pass's name, for pipeline strings (``distc opt -p``), where it is defined."""
+    old = REGISTRY.get(cls.name)
+    if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"two passes named '{cls.name}': {old.__module__}.{old.__qualname__} and "
+                         f"{cls.__module__}.{cls.__qualname__}")
     REGISTRY[cls.name] = cls
     return cls
 

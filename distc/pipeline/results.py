@@ -22,18 +22,21 @@ class RankResult:
 
     ``program`` is the rank's main program (after ``reshard``, and the dense passes with
     ``dense``), ``startup`` its startup program (if one was given); ``text``/``startup_text``
-    print them (once).  ``collectives`` are the records of the communication the ``reshard`` pass
-    inserted into the main program and this rank runs (``None`` with ``annotate_only``: nothing
-    lowered); ``memory_before``/``memory_after`` the parameters, gradients and optimizer states
-    this rank holds before and after sharding.  ``notes`` are the decisions of this rank's
-    passes (``--explain``), ``ran`` their specs, ``warnings`` what they warned about.
+    print them (once).  ``collectives`` are the records the ``reshard`` pass made of the
+    communication it inserted into the main program (``None`` with ``annotate_only``: nothing
+    lowered; :func:`distc.pipeline.reshard` keeps those of groups without this rank too, ``runs``
+    false); ``memory_before``/``memory_after`` the parameters, gradients and optimizer states this
+    rank holds before and after sharding.  ``notes`` are the decisions of this rank's passes
+    (``--explain``), ``steps`` how each ``dist_op.reshard`` was lowered (``ReshardStep``: layouts,
+    function, what was tried), ``rings`` the ring ids handed out (ring id -> group, as this rank's
+    programs number them), ``ran`` the passes' specs, ``warnings`` what they warned about.
 
     With a pipeline schedule or gradient merge (``pp_schedule``/``acc_steps``), ``program`` is
     the rank's final dist program (Paddle's ``dist_final``: after gradient merge), or with
     ``dense`` its dense program; ``dense`` is the dense program as the scheduler leaves it,
     ``plan`` the job plan (``plan.programs``: job type -> program; ``plan.jobs``: (type,
     micro-batch) in schedule order; ``plan.job_list_text()`` as Paddle's job list), and
-    ``layouts``/``rings`` what a whole-step proof needs (:mod:`distc.pipeline.schedule`)."""
+    ``layouts`` what a whole-step proof needs (:mod:`distc.pipeline.schedule`)."""
 
     rank: int
     program: Program | None = None
@@ -49,6 +52,7 @@ class RankResult:
     dense: Program | None = None  # and: the dense program as the scheduler leaves it (= program with dense)
     layouts: dict | None = None  # and: name -> layout of each data/parameter of the rank's dist program
     rings: dict | None = None  # and: ring id -> group (ranks), as this rank's programs number them
+    steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
 
@@ -68,7 +72,12 @@ class RankResult:
     @property
     def bytes_sent(self) -> int | None:
         """Bytes this rank sends (``None``: nothing lowered)."""
-        return None if self.collectives is None else sum(c.moved for c in self.collectives)
+        return None if self.collectives is None else sum(c.moved for c in self.collectives if c.runs)
+
+    @property
+    def num_collectives(self) -> int | None:
+        """How many collectives this rank runs (``None``: nothing lowered)."""
+        return None if self.collectives is None else sum(1 for c in self.collectives if c.runs)
 
     @property
     def saved(self) -> int:
@@ -85,7 +94,7 @@ class RankResult:
         a worker process sends back."""
         colls = None if self.collectives is None else [dataclasses.replace(c, layouts=None) for c in self.collectives]
         plan = None if self.plan is None else dataclasses.replace(self.plan, programs=dict.fromkeys(self.plan.programs))
-        return dataclasses.replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan,
+        return dataclasses.replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan, steps=[],
                                    layouts=None,
                                    _text=self._text if texts else None,
                                    _startup_text=self._startup_text if texts else None)

@@ -337,6 +337,7 @@ class ShardPipeline:
         if first:
             self._run(first, prog, ctx, final_verify=not dist)
             res.collectives = [c for c in ctx.collectives if c.runs]
+            res.steps = list(ctx.stats.reshard_steps)
             if dense:  # a schedule: the job programs are split from the dense program
                 from ..passes.pipeline_schedule import input_layouts
 
@@ -351,6 +352,8 @@ class ShardPipeline:
             else:
                 self._run(dist, prog, ctx, final_verify=bool(dist))
             res.ran += [p.spec() for p in first + dist + dense]
+            if res.rings is None:
+                res.rings = {ring: group for group, ring in ctx.rings.groups.items()}
         if sprog is not None:
             try:
                 if pre:

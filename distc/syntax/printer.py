@@ -4,6 +4,9 @@ Paddle's printer rules: one op a line, four spaces a nesting level, ``%N`` assig
 (named values such as ``%stack_0`` keep their names and take no number), attribute keys sorted,
 ``, `` between values and types, no blanks inside attribute dicts.  An op that has not changed since
 it was parsed prints as its source line, byte for byte.
+
+Printing changes nothing: the names values get (``%N`` in print order) live in the printer
+(:func:`number_values` gives them), so a program can be printed from several threads at once.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ class _Printer:
         self.style = prog.style
         self.canonical = canonical
         self.out: list[str] = []
+        # value -> its printed name (without %) where that is not its own ``name``: a program
+        # printed as parsed keeps its names, and this stays small
+        self.names: dict[Value, str] = {}
         self.counter = 0
         self.type_text: dict = {}
         self.type_ids: dict[int, str] = {}  # id(type) -> text (types outlive the printing)
@@ -48,7 +54,8 @@ class _Printer:
         else:
             pn = str(self.fresh)
             self.fresh += 1
-        v._pname = pn
+        if pn != n:
+            self.names[v] = pn
         return pn
 
     def _name_arg(self, a: BlockArgument) -> str:
@@ -59,7 +66,8 @@ class _Printer:
         else:
             pn = f"arg_{self.arg_count}"
         self.arg_count += 1
-        a._pname = pn
+        if pn != a.name:
+            self.names[a] = pn
         return pn
 
     def _t(self, t) -> str:
@@ -106,9 +114,10 @@ class _Printer:
         out.extend(block.post)
 
     def _arg_text(self, a: BlockArgument) -> str:
+        pn = self.names.get(a, a.name)
         if not a.attrs_shown:
-            return "%" + a._pname
-        return "%" + a._pname + " " + format_attr_dict(a.attrs, False)  # Paddle keeps their order
+            return "%" + pn
+        return "%" + pn + " " + format_attr_dict(a.attrs, False)  # Paddle keeps their order
 
     def op(self, op: Operation, indent: str) -> None:
         out = self.out
@@ -119,8 +128,9 @@ class _Printer:
             if self._name_result(r) != r.name:
                 clean = False
         if clean:
+            names = self.names
             for v in op._operands:
-                if v is not None and (v._pname != v.name or id(v) in self.inline_pending):
+                if v is not None and (v in names or id(v) in self.inline_pending):
                     clean = False
                     break
         ind = op.indent if op.indent is not None else indent
@@ -151,6 +161,7 @@ class _Printer:
         r = src.find(")", q + 3) if q >= 0 else -1
         if r < 0 or op.operand_keywords or op.sig != "full" or op.regions:
             return self.op_line(op, indent)
+        pn = self.names
         names = []
         for v in op._operands:
             if v is None:
@@ -158,16 +169,17 @@ class _Printer:
             elif id(v) in self.inline_pending:
                 return self.op_line(op, indent)
             else:
-                names.append("%" + v._pname)  # type: ignore[operator]
-        return "".join((indent, "(", ", ".join(["%" + r_._pname for r_ in op.results]),  # type: ignore[operator]
+                names.append("%" + pn.get(v, v.name))
+        return "".join((indent, "(", ", ".join(["%" + pn.get(r_, r_.name) for r_ in op.results]),
                         src[p:q + 3], ", ".join(names), src[r:]))
 
     def op_line(self, op: Operation, indent: str) -> str:
-        parts = [indent, "(", ", ".join("%" + r._pname for r in op.results), ') = "', op.name, '"']
+        pn = self.names
+        parts = [indent, "(", ", ".join(["%" + pn.get(r, r.name) for r in op.results]), ') = "', op.name, '"']
         if op.op_id is not None:
             parts.append(f" [id:{op.op_id}]")
         if not op.operand_keywords and not self.inline_pending:  # the common case, in one join
-            parts.append(" (" + ", ".join(["<<NULL VALUE>>" if v is None else "%" + v._pname  # type: ignore[operator]
+            parts.append(" (" + ", ".join(["<<NULL VALUE>>" if v is None else "%" + pn.get(v, v.name)
                                            for v in op._operands]) + ")")
             return self._tail(op, parts)
         kws = dict(op.operand_keywords)
@@ -180,7 +192,7 @@ class _Printer:
                 self.inline_pending.discard(id(v))
                 ops.append(pre + self._arg_text(v))  # type: ignore[arg-type]
             else:
-                ops.append(pre + "%" + v._pname)
+                ops.append(pre + "%" + pn.get(v, v.name))
         parts.append(" (" + ", ".join(ops) + ")")
         return self._tail(op, parts)
 
@@ -217,6 +229,10 @@ class _Printer:
 
 def print_program(prog: Program, *, canonical: bool = False) -> str:
     """The program's text.  ``canonical=True`` ignores source lines and prints every op anew."""
+    return _print(prog, canonical)[0]
+
+
+def _print(prog: Program, canonical: bool = False) -> tuple[str, dict[Value, str]]:
     p = _Printer(prog, canonical)
     p.block(prog.block, prog.style.indent, prog.style.indent, top=True)
     if p.out and prog.head.endswith("\n"):  # one join: no second copy of a big program's text
@@ -225,13 +241,13 @@ def print_program(prog: Program, *, canonical: bool = False) -> str:
         text = "\n".join(p.out)
     else:
         text = prog.head + "".join(x + "\n" for x in p.out) + prog.tail
-    return text if prog.style.newline == "\n" else text.replace("\n", prog.style.newline)
+    return (text if prog.style.newline == "\n" else text.replace("\n", prog.style.newline)), p.names
 
 
 def number_values(prog: Program) -> dict[Value, str]:
-    """The names values get when the program is printed now."""
-    print_program(prog)
-    return {v: v._pname for v in prog.values() if v._pname is not None}
+    """The names values get when the program is printed now (without ``%``)."""
+    renamed = _print(prog)[1]
+    return {v: renamed.get(v, v.name) for v in prog.values()}  # type: ignore[misc]
 
 
-set_printer(print_program)  # ``str(program)`` prints through this module (ir cannot import it)
+set_printer(print_program, number_values)  # ``str(program)`` prints through this module (ir cannot import it)

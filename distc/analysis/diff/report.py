@@ -8,7 +8,7 @@ import os
 import re
 
 from ...ir.core import Operation, Program
-from ..cost import collectives_in, human_bytes
+from ..cost import collectives_in, human_bytes, totals
 from ..memory import optimizer_memory
 from .compare import DiffResult, OpDiff, short_type, vname
 
@@ -38,17 +38,13 @@ def infer_rank(prog: Program, path: str | None, given: int | None) -> tuple[int,
 
 
 def summary(prog: Program, rank: int, how: str) -> dict:
-    colls = [c for c in collectives_in(prog, rank) if c.runs]
-    by_kind: dict[str, dict[str, int]] = {}
-    for c in colls:
-        k = by_kind.setdefault(c.kind, {"count": 0, "bytes_sent": 0})
-        k["count"] += 1
-        k["bytes_sent"] += c.moved
+    by_kind = totals(collectives_in(prog, rank))  # (a program from anywhere: its ops scanned)
     mem = optimizer_memory(prog, rank)
     return {
         "rank": rank, "rank_from": how, "ops": sum(1 for _ in prog.walk()),
-        "collectives": len(colls), "bytes_sent": sum(c.moved for c in colls),
-        "by_kind": dict(sorted(by_kind.items())),
+        "collectives": sum(t["count"] for t in by_kind.values()),
+        "bytes_sent": sum(t["bytes_sent"] for t in by_kind.values()),
+        "by_kind": by_kind,
         "memory": ({"parameters": mem.params, "gradients": mem.grads, "optimizer_states": mem.states,
                     "total": mem.total} if mem.rows else None),
     }

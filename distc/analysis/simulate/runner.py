@@ -3,7 +3,7 @@ kernel (:mod:`.registry`); communication kernels suspend it until the scheduler 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -18,12 +18,10 @@ from ...dialects.optimizers import inplace_map
 
 YIELD = "cf.yield"
 
-if TYPE_CHECKING:
-    from .scheduler import Simulator
-
 
 class RankRunner:
-    def __init__(self, sim: "Simulator", rank: int, prog: Program) -> None:
+    def __init__(self, sim, rank: int, prog: Program) -> None:
+        """``sim``: the :class:`~.scheduler.Simulator` running every rank (it imports this module)."""
         self.sim = sim
         self.rank = rank
         self.prog = prog

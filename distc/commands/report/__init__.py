@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import click
 
-from ...driver import WARNINGS, err_console, program_option, reporting, warn
+from ...driver import err_console, program_option, reporting
 
 EPILOG = """\b
 Examples:
@@ -60,7 +60,7 @@ def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None
 
     if stage == 0 and axis is not None:
         raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
-    with reporting(), Outputs(inputs=[main_file, *schedule_files]) as out:
+    with reporting() as diags, Outputs(inputs=[main_file, *schedule_files]) as out:
         wanted = parse_ranks(rank_list) if rank_list is not None else None
         target = out.add("-o", output)  # checked before any work
         schedules, bubbles = {}, {}
@@ -71,7 +71,7 @@ def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None
         opts = Options(stage=stage, amp=amp, axis=axis, mesh_dims=tuple(d.strip() for d in mesh_dims.split(",") if d.strip()),
                        ranks=None if wanted is None else sorted({r for rg in wanted for r in rg}), jobs=jobs,
                        program=program)
-        data = collect(main_file, opts, command_line(), warn, WARNINGS)
+        data = collect(main_file, opts, command_line(), diags)
         data.schedules, data.bubbles = schedules, bubbles
         page = report_page(data)
         out.write(target, page)

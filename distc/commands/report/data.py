@@ -154,20 +154,19 @@ def _main_work(pipe, opts: Options, ranks: list[int], acts: list) -> dict:
             "warnings": pipe.diagnostics.warnings[n0:]}
 
 
-def collect(main_file: str, opts: Options, command: str, warn, warnings: list[str]) -> ReportData:
+def collect(main_file: str, opts: Options, command: str, diags) -> ReportData:
     """Run the shard pipeline on MAIN for every rank asked and the other stages: the figures.
 
     MAIN is parsed once; one worker takes the chosen stage (the shared passes, then a worker per
     rank), others shard-optimizer at the other stages, from the same parsed program."""
     from ...driver import WorkerFailed, fork_each, load_kept
     from ...pipeline import ShardPipeline
-    from ...syntax.diagnostics import Diagnostics
     from ..shard_ranks import default_jobs, select_ranks
 
     sources: dict[str, str] = {}
     prog = load_kept(main_file, sources, opts.program)
     name = prog.filename or main_file
-    pipe = ShardPipeline(prog, _options(opts, opts.stage), sources=sources, diagnostics=Diagnostics(sink=warn))
+    pipe = ShardPipeline(prog, _options(opts, opts.stage), sources=sources, diagnostics=diags)
     pipe.warn_unknown_ops()
     ranks = select_ranks(pipe.ranks(), None if opts.ranks is None else [range(r, r + 1) for r in opts.ranks],
                          name)
@@ -187,7 +186,7 @@ def collect(main_file: str, opts: Options, command: str, warn, warnings: list[st
         item, message, code, doc = main["failed"]
         head = f"distc report: rank {item} failed; no page written"
         raise WorkerFailed(item, head + "\n" + message, code, {**(doc or {}), "rank": item})
-    warnings.extend(main["warnings"])  # the worker printed them
+    diags.items.extend(main["warnings"])  # the worker printed them
     memory = {0: main["before"], opts.stage: main["after"]}
     notes = {2: "stage 2 = stage 1: Paddle's static mode keeps gradients whole (its stage-2 programs are its "
                 "stage-1 programs)"}
@@ -212,4 +211,4 @@ def collect(main_file: str, opts: Options, command: str, warn, warnings: list[st
         decisions=list(dict.fromkeys(main["notes"])) + [
             n if len(rs) == len(ranks) else f"{n} (rank{'s' * (len(rs) > 1)} {', '.join(map(str, rs))})"
             for n, rs in rank_notes.items()],
-        warnings=list(warnings))
+        warnings=diags.warnings)

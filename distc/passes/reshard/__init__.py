@@ -45,7 +45,7 @@ in two (cross-mesh copy, then same-mesh reshard) and duplicates are folded (see 
 
 Adding a function
 -----------------
-Put it in a module ``distc/passes/reshard/x_<name>.py`` (imported automatically)::
+Put it in a module ``distc/passes/reshard/x_<name>.py`` (imported with the package)::
 
     from distc.passes.reshard import ReshardFunction, reshard_function
     from distc.passes.reshard.registry import before
@@ -82,13 +82,26 @@ from .context import ReshardContext
 from .groups import PADDLE_FIRST_RING_ID, RingAllocator, ring_allocator
 from .lower import Lowering, ReshardStep, decompose, fold, lower_program, lower_reshard
 from .registry import (
-    ReshardFunction, after, before, by_name, candidates, choose, functions, load_functions, reshard_function,
+    ReshardFunction, after, before, by_name, candidates, choose, function_modules, functions, reshard_function,
     select, unregister,
 )
 
 __all__ = [
     "Collective", "Decline", "Lowering", "PADDLE_FIRST_RING_ID", "ReshardContext",
     "ReshardFunction", "ReshardStep", "RingAllocator", "after", "before", "by_name", "candidates", "choose", "decompose", "fold",
-    "functions", "load_functions", "lower_program", "lower_reshard", "reshard_function",
+    "function_modules", "functions", "lower_program", "lower_reshard", "reshard_function",
     "ring_allocator", "select", "unregister",
 ]
+
+
+def _import_functions() -> None:
+    """Every reshard function registers as its module is imported: all of them, now, while this
+    package is imported (another thread importing it waits for that), so the registry is complete
+    before anyone can use it."""
+    import importlib
+
+    for m in function_modules():
+        importlib.import_module(f"{__name__}.{m}")
+
+
+_import_functions()

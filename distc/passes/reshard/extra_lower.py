@@ -33,7 +33,7 @@ from ...ir.dist import Placement, TensorDistAttr, split_bounds
 from ...ir.types import VectorType
 from ...syntax.diagnostics import DiagnosticError
 from .extra_ops import PieceOps
-from .extra_plan import FLOAT_DTYPES, REDUCE_OK, describe_short, paddle_problem, pl_text, same_mesh
+from .extra_plan import FLOAT_DTYPES, REDUCE_OK, describe_short, paddle_problem, same_mesh
 from .util import describe
 
 
@@ -276,10 +276,10 @@ class Lowerer(PieceOps):
                 self.s_to_p(k, a.dim, b.reduce)
                 how = ("local pad, no communication" if b.reduce in ("SUM", "AVG", "PRODUCT")
                        else "all_gather, then keep")
-                self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: {how}")
+                self.did.append(f"{a.short()}->{b.short()} on mesh dim {k}: {how}")
             else:
                 self.s_to_r(k, a.dim)
-                self.did.append(f"{pl_text(a)}->R on mesh dim {k}: all_gather")
+                self.did.append(f"{a.short()}->r on mesh dim {k}: all_gather")
         # 2. partial dims that change (all of them in safe mode), the lowest mesh dim first
         for k in range(nd):
             a, b = self.cur[k], dst[k]
@@ -288,21 +288,21 @@ class Lowerer(PieceOps):
             if b.is_shard() and b.dim not in redo:
                 self.p_to_s(k, a.reduce, b.dim)
                 how = "reduce_scatter" if a.reduce in ("SUM", "AVG") else "all_reduce + slice"
-                self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: {how}")
+                self.did.append(f"{a.short()}->{b.short()} on mesh dim {k}: {how}")
             elif b.is_partial() and not safe:
                 self.p_to_p(k, a.reduce, b.reduce)
                 local = {a.reduce, b.reduce} == {"SUM", "AVG"}
-                self.did.append(f"{pl_text(a)}->{pl_text(b)} on mesh dim {k}: "
-                                + ("local multiply/divide by p" if local else "all_reduce, then R->P"))
+                self.did.append(f"{a.short()}->{b.short()} on mesh dim {k}: "
+                                + ("local multiply/divide by p" if local else "all_reduce, then r->p"))
             else:
                 self.p_to_r(k, a.reduce)
-                self.did.append(f"{pl_text(a)}->R on mesh dim {k}: all_reduce")
+                self.did.append(f"{a.short()}->r on mesh dim {k}: all_reduce")
         # 3. new partial dims, the highest mesh dim first
         for k in range(nd - 1, -1, -1):
             a, b = self.cur[k], dst[k]
             if a.is_replicate() and b.is_partial():
                 self.r_to_p(k, b.reduce)
-                self.did.append(f"R->{pl_text(b)} on mesh dim {k}: the group's first process keeps the value")
+                self.did.append(f"r->{b.short()} on mesh dim {k}: the group's first process keeps the value")
         # 4. new shards: one slice per tensor axis (over all the mesh dims sharding it)
         for axis in range(len(self.shape)):
             want = self.dims_of(dst, axis)
@@ -310,7 +310,7 @@ class Lowerer(PieceOps):
                 assert not self.dims_of(self.cur, axis)
                 self.r_to_s(want, axis)
                 where = ", ".join(str(k) for k in want)
-                self.did.append(f"R->S({axis}) on mesh dim{'s' if len(want) > 1 else ''} {where}: slice")
+                self.did.append(f"r->s{axis} on mesh dim{'s' if len(want) > 1 else ''} {where}: slice")
         if list(self.cur) != dst:  # pragma: no cover - the rounds above cover every change
             raise AssertionError(f"internal: could not reach {dst} (at {self.cur})")
         out = self.value

@@ -12,6 +12,7 @@ output is kept wherever it is correct.  The lowering itself is :mod:`.extra_lowe
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ...ir.dist import Placement, ProcessMesh, TensorDistAttr, split_bounds
@@ -26,15 +27,7 @@ class Step:
     dst: Placement
 
     def __str__(self) -> str:
-        return f"mesh dim {self.dim}: {pl_text(self.src)}->{pl_text(self.dst)}"
-
-
-def pl_text(p: Placement) -> str:
-    if p.is_shard():
-        return f"S({p.dim})"
-    if p.is_partial():
-        return f"P({p.reduce.lower()})"
-    return "R"
+        return f"mesh dim {self.dim}: {self.src.short()}->{self.dst.short()}"
 
 
 def steps(src: TensorDistAttr, dst: TensorDistAttr) -> list[Step]:
@@ -65,23 +58,13 @@ def _sorted_along(mesh: ProcessMesh, k: int) -> bool:
     return all(list(m.process_ids) == sorted(m.process_ids) for m in mesh.sub_meshes(k))
 
 
-_PROBLEMS: dict = {}
-
-
 def paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
     """Why Paddle 3.3.1's own lowering of ``src -> dst`` (same mesh) is wrong or refused, or
     ``None`` when it is right (as the simulator proves on Paddle's output), so distc keeps it."""
-    key = (src, dst, tuple(shape))
-    try:
-        return _PROBLEMS[key]
-    except KeyError:
-        pass
-    out = _paddle_problem(src, dst, tuple(shape))
-    if len(_PROBLEMS) < 10_000:
-        _PROBLEMS[key] = out
-    return out
+    return _paddle_problem(src, dst, tuple(shape))
 
 
+@functools.lru_cache(maxsize=10_000)
 def _paddle_problem(src: TensorDistAttr, dst: TensorDistAttr, shape) -> str | None:
     if not same_mesh(src, dst):
         return None  # cross-mesh copies are split off before (same_status), then judged here
@@ -143,7 +126,7 @@ def _mixed_partial_order(sp, dp) -> str | None:
 
 
 def describe_short(a: TensorDistAttr) -> str:
-    return "[" + ", ".join(pl_text(p) for p in a.placements) + "]"
+    return "[" + ", ".join(p.short() for p in a.placements) + "]"
 
 
 def nested_bounds(n: int, mesh: ProcessMesh, coord, dims) -> tuple[int, int]:

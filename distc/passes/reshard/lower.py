@@ -189,7 +189,6 @@ def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = Non
                   paddle_only: bool = False, enable=(), disable=(), replay: bool = True) -> Lowering:
     """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard
     (each distinct one once, the others replayed: :mod:`.replay`; ``replay=False``: one by one)."""
-    registry.load_functions()
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
     decompose(prog, prog.block, result, registry.coshard_on(paddle_only, disable))

@@ -3,7 +3,8 @@ cross-mesh form: send/recv to the destination mesh first (``PToRReshardFunctionC
 
 from __future__ import annotations
 
-from .registry import CrossMesh, ReshardFunction, reshard_function
+from .cross_mesh import CrossMesh
+from .registry import ReshardFunction, reshard_function
 from .util import is_partial, is_replicated
 
 

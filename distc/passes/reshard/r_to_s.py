@@ -8,7 +8,8 @@ A mesh dim of size 1 gives ``share_data_``; a rank outside the mesh gets a place
 
 from __future__ import annotations
 
-from .registry import CrossMesh, ReshardFunction, reshard_function
+from .cross_mesh import CrossMesh
+from .registry import ReshardFunction, reshard_function
 from .util import is_replicated, is_shard
 
 

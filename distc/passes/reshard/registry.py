@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
@@ -81,38 +79,9 @@ class _Entry:
     func: ReshardFunction
 
 
+# filled while the package is imported (each function's module registers it; ``distc.passes.reshard``
+# imports them all, under the import lock): complete and read-only once the package is imported
 _ENTRIES: list[_Entry] = []
-_loaded = False
-
-
-class CrossMesh(ReshardFunction):
-    """Paddle's ``*ReshardFunctionCrossMesh``: between two different 1-D meshes of one shape, the
-    value is copied to the destination mesh as it is (``same_status``: send/recv), then the
-    same-mesh function :meth:`base` lowers it there.  Subclasses say which layouts (``matches``)."""
-
-    def base(self) -> ReshardFunction:  # pragma: no cover
-        raise NotImplementedError
-
-    def matches(self, src: TensorDistAttr, dst: TensorDistAttr) -> bool:  # pragma: no cover
-        raise NotImplementedError
-
-    def is_suitable(self, src, dst, shape):
-        return (self.matches(src, dst) and src.mesh.ndim == 1 and dst.mesh.ndim == 1
-                and src.mesh.shape == dst.mesh.shape and src.mesh != dst.mesh)
-
-    def refuses(self, src, dst, shape):
-        from .same_status import SAME_STATUS
-
-        return SAME_STATUS.refuses(src, dst, shape) or self.base().refuses(src, dst, shape)
-
-    def reshard(self, ctx, src, dst, value, dst_type):
-        from .same_status import SAME_STATUS
-
-        tmp, out = SAME_STATUS.copy_to(ctx, src, dst.mesh, value)
-        return self.on_destination(ctx, tmp, dst, out, dst_type)
-
-    def on_destination(self, ctx, src, dst, value, dst_type):
-        return self.base().reshard(ctx, src, dst, value, dst_type)
 
 
 def reshard_function(cls=None, *, priority: int = EXTRA_DEFAULT_PRIORITY, name: str | None = None,
@@ -141,35 +110,30 @@ def reshard_function(cls=None, *, priority: int = EXTRA_DEFAULT_PRIORITY, name: 
     return wrap
 
 
-def unregister(name: str) -> None:
-    _ENTRIES[:] = [e for e in _ENTRIES if e.func.name != name]
-
-
 PADDLE_MODULES = (
     "p_to_r", "p_to_s", "r_to_s", "r_to_p", "same_status", "s_to_r", "nd_mesh", "global_to_sub",
     "sub_to_global", "s_to_s",
 )
 
 
-def load_functions() -> None:
-    """Import Paddle's functions and every ``x_*.py`` module of this package (once)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    pkg = __name__.rsplit(".", 1)[0]
-    for m in PADDLE_MODULES:
-        importlib.import_module(f"{pkg}.{m}")
-    path = importlib.import_module(pkg).__path__
-    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
-        if info.name.startswith("x_"):
-            importlib.import_module(f"{pkg}.{info.name}")
+def function_modules() -> list[str]:
+    """The modules defining reshard functions (relative names): Paddle's, then every ``x_*.py``
+    of this package; importing ``distc.passes.reshard`` imports them all (so they register)."""
+    import pkgutil
+    from pathlib import Path
+
+    extra = sorted(i.name for i in pkgutil.iter_modules([str(Path(__file__).parent)]) if i.name.startswith("x_"))
+    return [*PADDLE_MODULES, *extra]
+
+
+def unregister(name: str) -> None:
+    """Forget the function ``name`` (a test's own function, registered for the test)."""
+    _ENTRIES[:] = [e for e in _ENTRIES if e.func.name != name]
 
 
 def functions(*, paddle_only: bool = False, enable=(), disable=()) -> list[ReshardFunction]:
     """The functions tried, in order: Paddle's alone with ``paddle_only``; opt-in extras only
     when named in ``enable``; none named in ``disable``."""
-    load_functions()
     if paddle_only:
         return [e.func for e in _ENTRIES if e.func.paddle and (not e.func.optin or e.func.name in enable)]
     return [e.func for e in _ENTRIES

@@ -8,7 +8,8 @@ value), so distc declines those cases and leaves them to other functions.
 
 from __future__ import annotations
 
-from .registry import CrossMesh, ReshardFunction, reshard_function
+from .cross_mesh import CrossMesh
+from .registry import ReshardFunction, reshard_function
 from .util import is_replicated, is_shard
 
 

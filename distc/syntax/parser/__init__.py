@@ -4,7 +4,8 @@ Two paths build the same IR through one :class:`Builder`:
 
 * the **fast path** reads ordinary op lines with one regular expression and parses the type lists
   and attribute dictionaries through caches (a real dump repeats a few dozen type spellings and
-  dist attributes thousands of times); anything it has not seen before is parsed by the grammar's
+  dist attributes thousands of times; the caches live for one call: one file, all its programs,
+  and no call sees another's); anything it has not seen before is parsed by the grammar's
   ``type_list``/``attr`` rules;
 * the **full path** parses the whole text with the Lark grammar.  It runs whenever the fast path
   meets a line it does not know, and it produces every error message, so diagnostics always
@@ -27,8 +28,6 @@ from .names import Builder
 from .programs import normalize_newlines, program_core, program_spans, span_lines
 
 __all__ = ["Builder", "FastParser", "FullParser", "detect_style", "parse", "parse_program", "parse_programs"]
-
-_FAST: FastParser | None = None
 
 
 def parse(text: str, filename: str | None = None, *, fast: bool = True, progress=None) -> Program:
@@ -64,12 +63,6 @@ def parse_program(text: str, filename: str | None = None, index: int | None = No
     return _parse_span(text, *spans[index - 1], filename, fast, newline, progress)
 
 
-def clear_caches() -> None:
-    """Forget the fast path's cached types and attributes (they live across parses)."""
-    global _FAST
-    _FAST = None
-
-
 def _several(text: str, spans, filename) -> DiagnosticError:
     line = text.count("\n", 0, program_core(text, *spans[1])[0]) + 1
     e = DiagnosticError(f"this file holds {len(spans)} programs; choose one with --program K", line, 1,
@@ -83,7 +76,7 @@ def _listing(text: str, spans) -> list[str]:
 
 
 def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, progress=None,
-                lines_before: int | None = None) -> Program:
+                lines_before: int | None = None, fast_parser: FastParser | None = None) -> Program:
     """The program in ``text[s:e]`` (the log text before its opening line becomes its head, the
     text after its closing line its tail), located in the whole file: its line numbers are
     shifted by the lines before it (``lines_before``: the count up to ``s``, if known)."""
@@ -92,12 +85,12 @@ def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, p
         raise DiagnosticError("no PIR program here: a program is a line ending in '{', its ops and a '}' line",
                               text.count("\n", 0, s) + 1, 1, filename=filename, source=text)
     if a == 0 and b == len(text):
-        return _parse_one(text, filename, fast, progress, newline)
+        return _parse_one(text, filename, fast, progress, newline, fast_parser)
     if lines_before is None:
         lines_before = text.count("\n", 0, s)
     off = lines_before + text.count("\n", s, a)
     try:
-        prog = _parse_one(text[a:b], filename, fast, progress, newline)
+        prog = _parse_one(text[a:b], filename, fast, progress, newline, fast_parser)
     except DiagnosticError as err:
         if err.line is not None:
             err.line += off
@@ -116,21 +109,20 @@ def _spans_parsed(text: str, spans, filename, fast: bool, newline: str) -> list[
     out = []
     lines = 0
     prev = 0
+    fp = FastParser()  # one set of caches for the file's programs (a log repeats their types)
     for s, e in spans:
         lines += text.count("\n", prev, s)
         prev = s
-        out.append(_parse_span(text, s, e, filename, fast, newline, lines_before=lines))
+        out.append(_parse_span(text, s, e, filename, fast, newline, lines_before=lines, fast_parser=fp))
     return out
 
 
-def _parse_one(text: str, filename, fast: bool, progress, newline: str) -> Program:
-    global _FAST
+def _parse_one(text: str, filename, fast: bool, progress, newline: str,
+               fast_parser: FastParser | None = None) -> Program:
     prog = None
     if fast:
-        if _FAST is None:
-            _FAST = FastParser()
         try:
-            prog = _FAST.parse(text, filename, progress)
+            prog = (fast_parser or FastParser()).parse(text, filename, progress)
         except _Resume as r:  # the grammar reads on from the line the fast path does not know
             try:
                 try:

@@ -118,7 +118,8 @@ class _Cache(dict):
 
 
 class FastParser:
-    """Line-at-a-time parser for ordinary dumps, with caches shared across calls."""
+    """Line-at-a-time parser for ordinary dumps, with caches shared by its calls (one a file: see
+    :mod:`distc.syntax.parser`)."""
 
     def __init__(self) -> None:
         self.types = _Cache()

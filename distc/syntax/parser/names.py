@@ -146,7 +146,6 @@ def _new_op(name: str, op_id: int | None, operands: list, result_types: list, re
         r._type = t
         r.uses = ()
         r.name = result_names[i]
-        r._pname = None
         r.op = op
         res.append(r)
     op.results = res

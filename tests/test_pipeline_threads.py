@@ -1,0 +1,124 @@
+"""No process-global state: two different shard pipelines in 8 threads at once, started together in
+a fresh process (so the first imports of the pipeline, the passes and the reshard functions, the
+pass names and the grammar all happen in the threads), give what they give one after the other;
+and printing a program changes nothing in it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import distc
+import llmdata as L
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples/mlp_dp2mp2_adamw.ir"
+STARTUP = ROOT / "samples/mlp_dp2mp2_adamw.startup.ir"
+
+SCRIPT = r'''
+import sys, threading
+import distc  # the library face only: the pipeline, passes and reshard functions load in the threads
+
+main_a, startup_a, main_b = (open(p, encoding="utf-8").read() for p in sys.argv[1:4])
+assert "distc.pipeline" not in sys.modules and "distc.passes.reshard" not in sys.modules
+
+
+def run_a():  # the sample MLP, ZeRO-1 with its startup program, rank 1, dense
+    res = distc.shard(distc.parse(main_a, "a.ir"), rank=1, startup=distc.parse(startup_a, "a.startup.ir"), dense=True)
+    return res.text, res.startup_text, res.bytes_sent, res.notes, res.warnings
+
+
+def run_b():  # a LLaMA decoder (one op name misspelt: a warning of its own), ZeRO-3 over dp, every rank
+    from distc.passes.base import parse_pipeline
+    from distc.passes.reshard import functions
+
+    every = distc.shard_ranks(distc.parse(main_b, "b.ir"), stage=3, axis="dp", mesh_dims=("dp", "mp"))
+    names = [p.spec() for p in parse_pipeline("shard-optimizer{stage=3},partition,reshard{rank=2},dist-to-dense")]
+    return ([(r, x.text, x.bytes_sent, x.notes) for r, x in every.items()], every.warnings, every.decisions,
+            len(functions()), names)
+
+
+RUNS = [run_a, run_b]
+barrier = threading.Barrier(8)
+out = {}
+
+
+def job(k):
+    barrier.wait()
+    try:
+        out[k] = RUNS[k % 2]()
+    except BaseException as e:  # reported below
+        out[k] = e
+
+
+threads = [threading.Thread(target=job, args=(k,)) for k in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+serial = [run_a(), run_b()]
+bad = [k for k in range(8) if out[k] != serial[k % 2]]
+for k in bad:
+    print(f"thread {k}: {out[k]!r:.300}")
+assert len(serial[0][4]) == 0 and len(serial[1][1]) == 1, (serial[0][4], serial[1][1])
+assert serial[1][3] == 24
+print("ok" if not bad else f"{len(bad)} threads differ")
+'''
+
+
+def test_two_pipelines_in_8_threads_from_a_fresh_process_equal_serial_runs(tmp_path):
+    files = [tmp_path / n for n in ("a.ir", "a.startup.ir", "b.ir")]
+    files[0].write_text(SAMPLE.read_text())
+    files[1].write_text(STARTUP.read_text())
+    llama = L.get("clip", "llama_dp2mp2", "s0", 0, "before_partition")
+    assert '"pd_op.matmul"' in llama
+    files[2].write_text(llama.replace('"pd_op.matmul"', '"pd_op.matmull"', 1))
+    r = subprocess.run([sys.executable, "-c", SCRIPT, *map(str, files)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "ok", r.stdout
+
+
+def _state(prog: distc.Program) -> list:
+    """Everything a program holds, by identity and value (names, types, attrs, operands, flags)."""
+    ids: dict[int, int] = {}
+    out = []
+    for op in prog.walk():
+        for v in op.results:
+            ids[id(v)] = len(ids)
+        out.append((op.name, id(op._attrs), tuple(op._attrs.items()), op.dirty, op.src, op.loc,
+                    tuple((v.name, id(v.type), len(v.uses)) for v in op.results),
+                    tuple(ids.get(id(v)) if v is not None else None for v in op.operands)))
+    return out
+
+
+def test_printing_changes_nothing_in_the_program():
+    prog = distc.shard(distc.parse(SAMPLE.read_text(), str(SAMPLE)), rank=0).program  # renumbered values
+    before = _state(prog)
+    slots = [tuple(getattr(v, s) for s in ("name", "_type")) for v in prog.values()]
+    text = str(prog)
+    canonical = distc.print_program(prog, canonical=True)
+    assert _state(prog) == before
+    assert [tuple(getattr(v, s) for s in ("name", "_type")) for v in prog.values()] == slots
+    assert not any(hasattr(v, "_pname") for v in prog.values())  # printed names live in the printer
+    assert str(prog) == text and distc.print_program(prog, canonical=True) == canonical
+
+
+def test_one_program_printed_from_threads_at_once():
+    prog = distc.shard(distc.parse(SAMPLE.read_text(), str(SAMPLE)), rank=3, dense=True).program
+    want = str(prog)
+    got: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def job() -> None:
+        barrier.wait()
+        got.extend(str(prog) for _ in range(5))
+
+    threads = [threading.Thread(target=job) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [want] * 30
