@@ -25,8 +25,9 @@
   hard link) are a usage error.
 
 ``DISTC_FAULT_INJECT`` (tests only) injects faults at the write layer:
-``POINT[:WHICH]=ACTION`` items separated by ``;`` — POINT ``write`` (each file written, after half
-of its bytes), ``commit`` (before the renames), ``rename`` (before each rename); WHICH a 1-based
+``POINT[:WHICH]=ACTION`` items separated by ``;`` — POINT ``plan`` (each output planned: checked,
+before the work), ``write`` (each file written, after half of its bytes), ``commit`` (before the
+renames), ``rename`` (before each rename); WHICH a 1-based
 count in this process or a target's base name; ACTION ``ENOSPC``/``EIO``/``EACCES`` (an OSError),
 ``SIGINT``/``SIGTERM``/``SIGHUP``/``SIGKILL`` (to this process), ``parent:SIG`` / ``group:SIG``,
 or ``sleep:SECONDS``.
@@ -232,6 +233,7 @@ class Outputs:
             t.tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}.tmp"
             t.mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
         self.targets.append(t)
+        self._fire(self._fault("plan", t.base))
         return t
 
     def _folder(self, folder: str, path: str) -> int:

@@ -50,7 +50,7 @@ def setup_dir(d: Path) -> Path:
     (d / "st.ir").write_bytes(STARTUP.read_bytes())
     (d / "rs.ir").write_bytes(RESHARD.read_bytes())
     (d / "out").mkdir()
-    for name in ("o.ir", "s.ir", "m0.ir", "m2.ir", "s1.ir", "rs.r0.ir"):
+    for name in ("o.ir", "s.ir", "m0.ir", "m2.ir", "s1.ir", "rs.r0.ir", "j.forward.ir", "jl.txt", "o.html"):
         (d / "out" / name).write_text(f"old {name}\n")
     return d
 
@@ -65,7 +65,20 @@ COMMANDS = {
                             "--startup", d / "st.ir", "--startup-out", d / "out/s{rank}.ir"],
     "reshard": lambda d: ["reshard", d / "rs.ir", "-q", "-o", d / "out/o.ir"],
     "reshard-all": lambda d: ["reshard", d / "rs.ir", "-q", "--all-ranks", "-o", d / "out/rs.r{rank}.ir"],
+    "shard-jobs": lambda d: ["shard", d / "main.ir", "-q", "--acc-steps", "2", "-o", d / "out/o.ir",
+                             "--job-out", d / "out/j.{job}.ir", "--job-list", d / "out/jl.txt"],
+    "diff": lambda d: ["diff", d / "main.ir", d / "main.ir", "-q", "--html", d / "out/o.html"],
+    "report": lambda d: ["report", d / "main.ir", "--ranks", "0-1", "-o", d / "out/o.html"],
 }
+ONE_FILE = ("fmt", "opt", "reshard", "diff", "report")  # commands that write one file
+
+
+def assert_no_process_left(pgid: int) -> None:
+    """No process of the group ``pgid`` (distc and its workers) still runs, after up to 20 s."""
+    t0 = time.time()
+    while subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).stdout and time.time() - t0 < 20:
+        time.sleep(0.1)
+    assert not subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).stdout, "workers left running"
 
 
 def assert_untouched(d: Path, before: dict, r) -> None:
@@ -85,7 +98,7 @@ def test_io_errors_leave_every_file_as_it_was(tmp_path, cmd, fault, code, says):
     d = setup_dir(tmp_path)
     before = snapshot(d / "out")
     args = COMMANDS[cmd](d)
-    one_file = cmd in ("fmt", "opt", "reshard")
+    one_file = cmd in ONE_FILE
     if one_file and fault in ("write:2=EIO", "rename:2=EIO"):
         fault = fault.replace(":2", ":1")
     r = run(*args, env={"DISTC_FAULT_INJECT": fault})
@@ -104,17 +117,33 @@ def test_without_a_fault_every_output_is_written(tmp_path, cmd):
     assert not [p for p in d.rglob(".distc-*")]
 
 
+POINTS = ("plan:1", "write:1", "commit", "rename:2")  # outputs planned (the work ahead), a file half
+# written, all written (before the renames), between two renames
+SIGS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+@pytest.mark.parametrize("cmd,point", [(c, p) for c in COMMANDS for p in POINTS])
+def test_a_signal_at_each_point_of_every_writing_command(tmp_path, cmd, point):
+    """SIGTERM, SIGINT or SIGHUP (in turn) at each point of a run of every command that writes:
+    exit 128 + the signal, every output as it was, no temporary file, no traceback.  (In the
+    workers of --all-ranks the signal goes to their parent, as a user's kill does.)"""
+    sig = SIGS[(list(COMMANDS).index(cmd) + POINTS.index(point)) % len(SIGS)]
+    if cmd in ONE_FILE and point.startswith("rename"):
+        point = "rename:1"
+    who = "parent:" if cmd == "shard-all" and point.startswith("write") else ""
+    d = setup_dir(tmp_path)
+    before = snapshot(d / "out")
+    r = proc(*COMMANDS[cmd](d), env={"DISTC_FAULT_INJECT": f"{point}={who}{sig}"})
+    assert r.returncode == 128 + getattr(signal, sig), r.stderr
+    assert f"stopped by {sig}" in r.stderr, r.stderr
+    assert_untouched(d, before, r)
+
+
 @pytest.mark.parametrize("cmd,fault,code", [
-    ("fmt", "write:1=SIGTERM", 143),
-    ("opt", "commit=SIGINT", 130),
     ("shard", "rename:2=SIGTERM", 143),  # during the renames: the first file goes back
-    ("shard", "write:1=SIGHUP", 129),
-    ("reshard-all", "rename:1=SIGINT", 130),
-    ("shard-all", "write:1=parent:SIGTERM", 143),  # a worker's parent signalled mid-write
     ("shard-all", "write:1=group:SIGTERM", 143),  # kill -TERM -PGID: parent and workers
     ("shard-all", "write:1=group:SIGINT", 130),  # Ctrl-C on a terminal
     ("shard-all", "rename:3=SIGTERM", 143),
-    ("shard-all", "commit=SIGHUP", 129),
     ("shard-all", "write:1=SIGKILL", 137),  # a worker killed from outside (the OOM killer)
 ])
 def test_signals_clean_up_and_exit_128_plus_the_signal(tmp_path, cmd, fault, code):
@@ -127,6 +156,28 @@ def test_signals_clean_up_and_exit_128_plus_the_signal(tmp_path, cmd, fault, cod
         assert f"stopped by {signal.Signals(code - 128).name}" in r.stderr
     else:
         assert "worker process killed by SIGKILL" in r.stderr
+
+
+@pytest.mark.parametrize("delay", [0.5, 1.5, 3.0])
+def test_a_real_sigterm_at_any_moment_leaves_the_old_files_or_all_new_ones(tmp_path, delay):
+    """``kill PID`` from outside (no injection) at some moment of a --all-ranks run with startup
+    programs, wherever it lands (start-up, the shared passes, the workers, the renames, after
+    the end): exit 143 (or -15 before distc has started) with every output as it was, or exit 0
+    with every output new; no temporary file, no worker left running, no traceback."""
+    d = setup_dir(tmp_path)
+    before = snapshot(d / "out")
+    p = subprocess.Popen([*DISTC, *map(str, COMMANDS["shard-all"](d))], stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    time.sleep(delay)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    after = snapshot(d / "out")
+    if p.returncode == 0:
+        assert all(after[f"{k}{r}.ir"] != before.get(f"{k}{r}.ir") for k in "ms" for r in range(4))
+    else:
+        assert p.returncode in (143, -signal.SIGTERM) and after == before, err
+    assert_no_process_left(p.pid)
+    assert not [q for q in d.rglob(".distc-*")] and "Traceback" not in err, err
 
 
 def test_a_signal_while_reading_exits_143_and_writes_nothing(tmp_path):
@@ -233,10 +284,7 @@ def test_a_worker_whose_parent_was_killed_just_ends(tmp_path):
                          env={**os.environ, "DISTC_FAULT_INJECT": "write:1=parent:SIGKILL"}, start_new_session=True)
     _, err = p.communicate(timeout=60)
     assert p.returncode == -signal.SIGKILL
-    t0 = time.time()
-    while subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).stdout and time.time() - t0 < 20:
-        time.sleep(0.1)
-    assert not subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).stdout, "workers left running"
+    assert_no_process_left(p.pid)
     assert err == "", err  # no report from a worker, no traceback
     assert snapshot(d / "out")["m0.ir"] == b"old m0.ir\n"
 
