@@ -8,7 +8,8 @@ the same machine state:
           command (imports, parse, shard-optimizer, partition, reshard, print, write);
   parse   parse + print of the same file after imports, in the child (MB/s of input).
 
-Reported: per commit the median and range of each, and the ratio of medians (B / A).
+Reported: per commit the median and range of each, and the ratio of medians (B / A), in wall time
+and in CPU time (the child's user + system time: what a shared machine's other jobs add little to).
 
 Usage:  .venv/bin/python bench/bench_ab.py REV_A REV_B [--repeat 5] [--layers 256]
         (writes bench/results/ab.json)
@@ -20,6 +21,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,27 +36,36 @@ PARSE = r"""
 import sys, time
 import distc
 text = open(sys.argv[1], encoding="utf-8").read()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 out = str(distc.parse(text, sys.argv[1]))
-dt = time.perf_counter() - t0
+dt, dc = time.perf_counter() - t0, time.process_time() - c0
 assert out == text
-print(len(text.encode()) / dt / 1e6)
+print(len(text.encode()) / dt / 1e6, len(text.encode()) / dc / 1e6)
 """
 
 
-def run_shard(tree: Path, src: Path, out: Path) -> float:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_shard(tree: Path, src: Path, out: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of the whole command."""
     env = dict(os.environ, PYTHONPATH=str(tree))
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "distc", "shard", str(src), "--rank", "0", "-o", str(out), "-q"],
                    check=True, env=env, cwd=tree)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _children_cpu() - c0
 
 
-def run_parse(tree: Path, src: Path) -> float:
+def run_parse(tree: Path, src: Path) -> tuple[float, float]:
+    """(wall, CPU) MB/s of parse + print."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     r = subprocess.run([sys.executable, "-c", PARSE, str(src)], check=True, env=env, cwd=tree,
                        capture_output=True, text=True)
-    return float(r.stdout.strip())
+    wall, cpu = r.stdout.split()
+    return float(wall), float(cpu)
 
 
 def summary(xs: list[float]) -> dict:
@@ -81,13 +92,15 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(t / "distc")], check=True)
             trees[rev] = t
         try:
-            res: dict = {rev: {"shard": [], "parse": []} for rev in trees}
+            res: dict = {rev: {"shard": [], "parse": [], "shard_cpu": [], "parse_cpu": []} for rev in trees}
             load0 = os.getloadavg()
             for i in range(args.repeat):
                 order = list(trees) if i % 2 == 0 else list(reversed(trees))
                 for rev in order:
-                    res[rev]["shard"].append(run_shard(trees[rev], src, d / "out.ir"))
-                    res[rev]["parse"].append(run_parse(trees[rev], src))
+                    for key, (wall, cpu) in (("shard", run_shard(trees[rev], src, d / "out.ir")),
+                                             ("parse", run_parse(trees[rev], src))):
+                        res[rev][key].append(wall)
+                        res[rev][key + "_cpu"].append(cpu)
             load1 = os.getloadavg()
         finally:
             for t in trees.values():
@@ -95,18 +108,25 @@ def main() -> None:
     report = {"a": args.a, "b": args.b, "layers": args.layers, "repeat": args.repeat,
               "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in load1],
               "shard_s": {rev: summary(v["shard"]) for rev, v in res.items()},
-              "parse_print_MBps": {rev: summary(v["parse"]) for rev, v in res.items()}}
-    sa, sb = (statistics.median(res[r]["shard"]) for r in (args.a, args.b))
-    pa, pb = (statistics.median(res[r]["parse"]) for r in (args.a, args.b))
-    report["ratio_b_over_a"] = {"shard_time": round(sb / sa, 3), "parse_print_speed": round(pb / pa, 3)}
+              "parse_print_MBps": {rev: summary(v["parse"]) for rev, v in res.items()},
+              "shard_cpu_s": {rev: summary(v["shard_cpu"]) for rev, v in res.items()},
+              "parse_print_MB_per_cpu_s": {rev: summary(v["parse_cpu"]) for rev, v in res.items()}}
+    ratio = {}
+    for name, key in (("shard_time", "shard"), ("parse_print_speed", "parse"), ("shard_cpu_time", "shard_cpu"),
+                      ("parse_print_speed_cpu", "parse_cpu")):
+        a, b = (statistics.median(res[r][key]) for r in (args.a, args.b))
+        ratio[name] = round(b / a, 3)
+    report["ratio_b_over_a"] = ratio
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"mlp{args.layers}, {args.repeat} repeats interleaved, load {report['load_before']} -> {report['load_after']}")
     for rev in (args.a, args.b):
         s, p = report["shard_s"][rev], report["parse_print_MBps"][rev]
-        print(f"  {rev:>12}: shard --rank 0 {s['median']:.3f} s [{s['min']:.3f}-{s['max']:.3f}]   "
-              f"parse+print {p['median']:.1f} MB/s [{p['min']:.1f}-{p['max']:.1f}]")
-    print(f"  B/A: shard time {report['ratio_b_over_a']['shard_time']}, parse+print speed "
-          f"{report['ratio_b_over_a']['parse_print_speed']}")
+        sc, pc = report["shard_cpu_s"][rev], report["parse_print_MB_per_cpu_s"][rev]
+        print(f"  {rev:>12}: shard --rank 0 {s['median']:.3f} s [{s['min']:.3f}-{s['max']:.3f}] "
+              f"(CPU {sc['median']:.3f} s)   parse+print {p['median']:.1f} MB/s [{p['min']:.1f}-{p['max']:.1f}] "
+              f"(CPU {pc['median']:.1f} MB/s)")
+    print(f"  B/A: shard time {ratio['shard_time']} (CPU {ratio['shard_cpu_time']}), parse+print speed "
+          f"{ratio['parse_print_speed']} (CPU {ratio['parse_print_speed_cpu']})")
 
 
 if __name__ == "__main__":

@@ -15,27 +15,10 @@ import click
 from .ir.core import Program
 from .outputs import SIGNALS, Interrupted, default_signals
 from .syntax.diagnostics import DiagnosticError, Diagnostics, line_col
-from .syntax.parser import parse_program
+from .syntax.parser import collector_off, parse_program  # noqa: F401 - collector_off: for the commands
 
 LOG_WIDTH = 100_000  # the console width off a terminal
 PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on a terminal)
-
-
-@contextmanager
-def collector_off() -> Iterator[None]:
-    """The cyclic garbage collector off for a command that builds up a big program and leaves
-    little cyclic garbage (``distc shard``: erased ops only): with it on, every 100,000
-    allocations rescan the young objects of a program of a million (8-10% of the run).  Back
-    on afterwards (a command run in-process, by tests or a library user, leaves it as it was)."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def err_console():

@@ -78,9 +78,11 @@ class Hooks:
         if self._active:
             self.snapshot_cb(name, program)
 
-    def _time(self, key, t0):
+    def _time(self, key, t0, c0=None):
         if self.timings is not None and self._active:
             self.timings.setdefault(key, time.perf_counter() - t0)
+            if c0 is not None:  # the CPU time of this thread (what other jobs on the machine do not add to)
+                self.timings.setdefault(key + "_cpu", time.thread_time() - c0)
 
     def install(self):
         import paddle
@@ -102,16 +104,16 @@ class Hooks:
         def partition(program, *a, **k):
             hooks.main = program
             hooks._snap("before_partition", program)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             r = orig_partition(program, *a, **k)
-            hooks._time("partition", t0)
+            hooks._time("partition", t0, c0)
             return r
 
         def reshard(program, *a, **k):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             r = orig_reshard(program, *a, **k)
             if program is hooks.main:
-                hooks._time("reshard", t0)
+                hooks._time("reshard", t0, c0)
                 hooks._snap("after_reshard", program)
             else:
                 hooks._snap("startup_after_reshard", program)

@@ -16,7 +16,10 @@ Two paths build the same IR through one :class:`Builder`:
 
 from __future__ import annotations
 
+import gc
 import re
+from contextlib import contextmanager
+from typing import Iterator
 
 from ...ir.core import Program
 from ...ir.style import Style
@@ -27,7 +30,8 @@ from .full import FullParser
 from .names import Builder
 from .programs import normalize_newlines, program_core, program_spans, span_lines
 
-__all__ = ["Builder", "FastParser", "FullParser", "detect_style", "parse", "parse_program", "parse_programs"]
+__all__ = ["Builder", "FastParser", "FullParser", "collector_off", "detect_style", "parse", "parse_program",
+           "parse_programs"]
 
 
 def parse(text: str, filename: str | None = None, *, fast: bool = True, progress=None) -> Program:
@@ -117,8 +121,29 @@ def _spans_parsed(text: str, spans, filename, fast: bool, newline: str) -> list[
     return out
 
 
+@contextmanager
+def collector_off() -> Iterator[None]:
+    """The cyclic garbage collector off while a big program is built (a parse, ``distc shard``):
+    it leaves almost no cyclic garbage, and with the collector on every 700 new ops, results and
+    lists rescan the young objects, and now and then all of the program (a fifth of a parse of
+    mlp680).  Back on afterwards, if it was on (a library user's process is left as it was)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _parse_one(text: str, filename, fast: bool, progress, newline: str,
                fast_parser: FastParser | None = None) -> Program:
+    with collector_off():
+        return _parse_one_body(text, filename, fast, progress, newline, fast_parser)
+
+
+def _parse_one_body(text: str, filename, fast: bool, progress, newline: str,
+                    fast_parser: FastParser | None) -> Program:
     prog = None
     if fast:
         try:
@@ -164,7 +189,7 @@ def detect_style(text: str, prog: Program) -> Style:
         s.dist_form = "nopids"
     s.double_fill = "(Float)" not in head or "(Double)" in head
     sorted_ok = True
-    canonical = True
+    canonical = True  # the numbered results are %0, %1, ... in order, the others plain names
     n = 0
     seen: set[int] = set()  # attribute dicts are shared between ops read alike: each checked once
     for op in prog.walk():
@@ -174,13 +199,21 @@ def detect_style(text: str, prog: Program) -> Style:
             keys = list(attrs)
             if keys != sorted(keys):
                 sorted_ok = False
-        for r in op.results:
-            if r.name is not None and r.name.isdigit():
-                if r.name != str(n):
+        if canonical:
+            for r in op.results:
+                name = r.name
+                if name is None:
+                    continue
+                if name.isdigit():
+                    if name != str(n):
+                        canonical = False
+                        break
+                    n += 1
+                elif not _NAMED.fullmatch(name):
                     canonical = False
-                n += 1
-            elif r.name is not None and not _NAMED.fullmatch(r.name):
-                canonical = False
+                    break
+        elif not sorted_ok:
+            break
     s.sorted_attrs = sorted_ok
     s.renumber = canonical
     for op in prog.block.ops:

@@ -86,6 +86,9 @@ _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
 _CACHE_TEXT = 1 << 16  # longer attribute texts are not kept in the caches (a 20 MB string would stay)
 
 
+_KNOWN_TYPES = 4096  # type and mesh spellings kept across type lists
+_KNOWN_TEXT = 4096  # ... from type lists spelt in fewer characters than this
+
 _TRAILING_COMMENT = re.compile(r"[ \t]*//[^\n]*$")
 
 
@@ -128,6 +131,7 @@ class FastParser:
         self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
         self.meshes: dict = {}  # long mesh spellings read in the current parse (see leaves._mesh_of)
+        self.known_types: dict = {}  # types and meshes by spelling, across type lists
         self._lark_inst = None
 
     @property
@@ -145,7 +149,10 @@ class FastParser:
             if not text:
                 t = []
             else:
-                t = _fast_type_list(text, self.meshes)
+                known = self.known_types if len(text) < _KNOWN_TEXT else None  # (no long spelling kept)
+                if known is not None and len(known) > _KNOWN_TYPES:
+                    known.clear()  # (distinct spellings galore: they do not come back)
+                t = _fast_type_list(text, self.meshes, known)
                 if t is None:
                     t = self._lark.parse(check_nesting(text), start="type_list")
             self.types.keep(text, t)
@@ -285,7 +292,15 @@ class FastParser:
                 try:
                     if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
                         op = build(_names(res), name, int(oid) if oid else None, _operand_names(opnds),
-                                   attr_dict(attrs), types(tin), types(tout or ""), i + 1, len(ind) + 1)
+                                   attr_dict(attrs), types(tin), types(tout or ""), i + 1, ind, line, block)
+                        if pre:
+                            op.pre = pre
+                            pre = []
+                        if not stack:
+                            last = here
+                        i += span
+                        pos = e + 1
+                        continue
                     else:
                         t_in, t_out = types(tin), types(tout or "")
                         tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)

@@ -191,14 +191,18 @@ def _fast_tdist(m, known: dict | None = None, meshes: dict | None = None) -> "Te
     return attr
 
 
-def _fast_type_list(text: str, meshes: dict | None = None):
+def _fast_type_list(text: str, meshes: dict | None = None, known: dict | None = None):
     """The common type spellings without the grammar (``None``: let the grammar read it).  Gives
-    the same objects as the grammar's ``type`` rules; the differential tests hold it to that."""
+    the same objects as the grammar's ``type`` rules; the differential tests hold it to that.
+    ``known``: meshes and types already read, by spelling (the parser's, shared by the type lists
+    of a dump: an equal spelling is one object, so name resolution compares types by identity);
+    ``meshes``: long mesh spellings read in this parse (see :func:`_mesh_of`)."""
 
     out = []
     pos = 0
     n = len(text)
-    known: dict = {}  # meshes, and types by spelling (a list of 800,000 equal types is one object)
+    if known is None:
+        known = {}  # meshes, and types by spelling (a list of 800,000 equal types is one object)
     while pos < n:
         m = _TYPE.match(text, pos)
         if m is None:

@@ -4,8 +4,8 @@ value scopes, operand/result checks, block arguments learnt at their first use).
 from __future__ import annotations
 
 from ...ir.core import BlockArgument, Block, Operation, OpResult, Value
-from ...ir.values import _add_use
 from ...ir.types import NULL_TYPE
+from ...ir.values import _add_use
 from ..diagnostics import DiagnosticError
 
 
@@ -88,15 +88,16 @@ class Builder:
         return op
 
     def build_line(self, results: list[str], name: str, op_id: int | None, operands: list[str | None], attrs: dict,
-                   in_types: list, out_types: list, line: int, col: int) -> Operation:
+                   in_types: list, out_types: list, line: int, indent: str, src: str, block: Block) -> Operation:
         """:meth:`build` for the fast path's ordinary op line (``sig`` "full", no regions, no
         keywords, no inline block arguments), with the least work: names are given without
-        ``%`` (``None``: ``<<NULL VALUE>>``).  Anything wrong raises (the fast path then lets
-        the grammar read the line again, for its located message); nothing is defined then."""
+        ``%`` (``None``: ``<<NULL VALUE>>``); the op keeps ``src`` as its clean source line and is
+        appended to ``block``.  Anything wrong raises (the fast path then lets the grammar read
+        the line again, for its located message); nothing is defined or appended then."""
         if len(out_types) != len(results) or len(in_types) != len(operands):
-            return self.build([(r, line, 0) for r in results], name, op_id,
+            return self.build([(r, line, 0) for r in results], name, op_id,  # (raises: the counts differ)
                               [(o, None, line, 0) for o in operands], attrs, in_types, out_types, "full", (), line,
-                              col)
+                              len(indent) + 1)
         scopes = self.scopes
         top = scopes[0] if len(scopes) == 1 else None
         values: list[Value | None] = []
@@ -119,51 +120,47 @@ class Builder:
         for rname in results:
             if (top.get(rname) if top is not None else self.lookup(rname)) is not None:
                 raise ValueError(rname)
-        if len(set(results)) != len(results):
+        if len(results) > 1 and len(set(results)) != len(results):
             raise ValueError(name)
-        op = _new_op(name, op_id, values, out_types, results, attrs, line, col)
+        # the object ``Operation(name, values, out_types, attrs, op_id=..., result_names=...)``
+        # builds, with ``loc``, ``src`` and ``indent`` set, made with the least work (a dump is
+        # many thousands of ops): slot by slot, as ``Operation.__init__`` fills them (shared empty
+        # tuples where it keeps them)
+        op = _NEW(Operation)
+        op.name = name
+        op.op_id = op_id
+        op._operands = values if values else ()
+        op.operand_keywords = ()
         scope = scopes[-1]
-        for r in op.results:
-            scope[r.name] = r
+        res = []
+        for i, t in enumerate(out_types):
+            r = _NEW(OpResult)
+            r._type = t
+            r.uses = ()
+            r.name = rname = results[i]
+            r.op = op
+            res.append(r)
+            scope[rname] = r
+        op.results = res
+        op._attrs = attrs
+        op.regions = ()
+        op._line = line
+        op._col = len(indent) + 1
+        op.src = src
+        op.indent = indent
+        op.pre = ()
+        op.dirty = False
+        op.sig = "full"
+        for i, v in enumerate(values):
+            if v is not None:
+                _add_use(v, op, i)
+        op.parent = None
+        op._prev = op._next = None
+        block.append(op)
         return op
 
 
-def _new_op(name: str, op_id: int | None, operands: list, result_types: list, result_names: list[str], attrs: dict,
-            line: int, col: int) -> Operation:
-    """The object ``Operation(name, operands, result_types, attrs, op_id=..., result_names=...)``
-    builds, with ``loc`` set, made with the least work (a dump is many thousands of ops): the
-    parser's own constructor of the IR's classes, slot by slot, as ``Operation.__init__`` fills
-    them (shared empty tuples where it keeps them)."""
-    op = Operation.__new__(Operation)
-    op.name = name
-    op.op_id = op_id
-    op._operands = operands if operands else ()
-    op.operand_keywords = ()
-    new = OpResult.__new__
-    res = []
-    for i, t in enumerate(result_types):
-        r = new(OpResult)
-        r._type = t
-        r.uses = ()
-        r.name = result_names[i]
-        r.op = op
-        res.append(r)
-    op.results = res
-    op._attrs = attrs
-    op.regions = ()
-    op.parent = None
-    op._line = line
-    op._col = col
-    op.src = None
-    op.indent = None
-    op.pre = ()
-    op.dirty = True
-    op.sig = "full"
-    op._prev = op._next = None
-    for i, v in enumerate(operands):
-        if v is not None:
-            _add_use(v, op, i)
-    return op
+_NEW = object.__new__
 
 
 def _untyped(v: Value) -> bool:
