@@ -26,8 +26,9 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
 # Whole matrices of stored Paddle programs too long for `make test` (minutes): every rank of every
-# tensor-fusion case, distc verify on every stored model set and stage, `distc fmt --check` on
-# every program dump stored in the repository (tests/oracle).
+# tensor-fusion case and of every pipeline-schedule / gradient-merge configuration, distc verify on
+# every stored model set and stage, `distc fmt --check` on every program dump stored in the
+# repository (tests/oracle).
 test-oracle: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -o addopts=-ra tests/oracle
 
