@@ -74,8 +74,9 @@ SCHED = [  # in the order generated (each (case, stage, rank) is one Paddle proc
     ("1F1B", "llama_pp2dp2mp2", 4, ["s0"]), ("VPP", "llama_pp2dp2mp2", 4, ["s1"]),
     ("1F1B", "llama_pp4", 4, ["s0"]), ("1F1B", "llama_pp4", 2, ["s0"]), ("VPP", "llama_pp4", 4, ["s1"]),
     ("FThenB", "llama_pp4", 2, ["s1"]),
-    # (added later: VPP on pp4 at stage 0 (refused as at stage 1), 1F1B on pp4 at stage 1)
-    ("VPP", "llama_pp4", 4, ["s0"]), ("1F1B", "llama_pp4", 4, ["s1"]),
+    # (added later: VPP on pp4 at stage 0 (refused as at stage 1), 1F1B on pp4 at stage 1, gradient
+    # merge alone on pp2 x dp2 x mp2)
+    ("VPP", "llama_pp4", 4, ["s0"]), ("1F1B", "llama_pp4", 4, ["s1"]), ("GM", "llama_pp2dp2mp2", 4, ["s0"]),
 ]
 # what each schedule case writes (besides Paddle's error, where it refuses)
 SCHED_SNAPSHOTS = ["before_partition", "dist_final", "dense", "startup_after_remove", "startup_final"]
