@@ -109,3 +109,21 @@ def test_pipeline_steps_and_in_place_once():
     assert copy1.text == last.text
     with pytest.raises(RuntimeError, match="in place already"):
         pipe.lower(2, copy=False)
+
+
+def test_the_startup_program_goes_through_passes_like_the_main_program():
+    """Each rank's startup stage is a list of pass objects the pass manager runs (with the main
+    program's passes' records in the same pass context), not functions called by hand."""
+    from distc.passes.shard_startup import MainLayouts
+
+    main = _parse(SAMPLE)
+    layouts = MainLayouts.of(main)
+
+    def names(**kw):
+        return [p.name for p in distc.ShardPipeline(main, distc.ShardOptions(**kw)).startup_passes(1, layouts)]
+
+    assert names() == ["shard-startup"]
+    assert names(tensor_fusion=True) == ["fuse-startup", "shard-startup"]
+    assert names(acc_steps=2) == ["shard-startup", "zero-accumulators"]
+    res = distc.shard(main, rank=1, startup=_parse(STARTUP))
+    assert res.ran[-1] == f"shard-startup{{rank=1}} (on {STARTUP})"

@@ -14,17 +14,36 @@ the rank's :class:`~distc.passes.tensor_fusion.Fusion`:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import VecDistAttr
 from ..ir.types import DistTensorType
 from .fusion_layout import ACC_ORDER, POWS, acc_kind, data_name
+from .base import ModulePass, PassContext
 from .paddle_api import PaddleAPI
 from .sharding_util import fail
 from .tensor_fusion import coalesce_attrs
 
 SINKS = (ops.SET_PARAMETER, ops.SHADOW_OUTPUT)
+
+
+@dataclass
+class FuseStartupPass(ModulePass):
+    """The rank's fused startup program (:func:`fuse_startup`) for the plan the ``tensor-fusion``
+    pass of the same run made (``ctx.stats.fusion``): a stage of the shard pipeline's startup
+    passes, not a name for ``-p`` (alone it has no plan to follow)."""
+
+    name = "fuse-startup"
+    description = "the fused ZeRO-1 startup program of the rank tensor-fusion planned (startup program)"
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:
+        if ctx.stats.fusion is None:
+            raise fail(None, "fuse-startup follows the tensor-fusion pass's plan: run tensor-fusion on the main "
+                             "program first")
+        fuse_startup(prog, ctx.stats.fusion)
 
 
 def _sink_name(op: Operation) -> str:

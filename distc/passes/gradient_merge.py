@@ -284,6 +284,20 @@ class GradientMergePass(ModulePass):
                                       "paddle=true gives its program)"))
 
 
+@dataclass
+class ZeroAccumulatorsPass(ModulePass):
+    """The startup program's side of ``gradient-merge``: the accumulators the pass made in the main
+    program of the same run (``ctx.stats.merged_grads``), zero (:func:`zero_accumulators`; none
+    made: nothing).  A stage of the shard pipeline's startup passes, not a name for ``-p``."""
+
+    name = "zero-accumulators"
+    description = "the gradient-merge accumulators, made as zeros (startup program)"
+
+    def apply(self, prog: Program, ctx: PassContext) -> None:
+        if ctx.stats.merged_grads:
+            zero_accumulators(prog, ctx.stats.merged_grads)
+
+
 def zero_accumulators(startup: Program, merged: list[tuple[str, object]]) -> None:
     """What the pass adds to the startup program, as Paddle's executed (dense) startup program
     shows it: each accumulator made as zeros of its gradient's local shape and kept by name, at the

@@ -9,7 +9,8 @@ Shared work is done once, rank by rank work from that state::
     --- per rank -----------------------------------------------------------------------------------
     reshard{rank}                                             reshards -> collectives for one rank
     [dense:] remove-other-rank{rank}, dist-to-dense{rank}
-    shard-startup{rank}   (on the startup program, if given)
+    --- per rank, on the startup program (if given) ----------------------------------------------
+    [tensor fusion:] fuse-startup, shard-startup{rank}, [gradient merge:] zero-accumulators
 
 One :class:`~distc.passes.base.PassContext` carries a run: the shared passes' one, and for each rank
 a fork of it (:meth:`~distc.passes.base.PassContext.fork`: its own notes, collective records and
@@ -41,7 +42,7 @@ from ..dialects.known_ops import unknown_op_warnings
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..passes.dist_to_dense import DistToDensePass
-from ..passes.fusion_startup import fuse_startup
+from ..passes.fusion_startup import FuseStartupPass
 from ..passes.partition import PartitionPass
 from ..passes.remove_other_rank import RemoveOtherRankPass
 from ..passes.reshard_pass import ReshardPass
@@ -264,6 +265,20 @@ class ShardPipeline:
             return first, [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)], []
         return first, [], []
 
+    def startup_passes(self, rank: int, layouts: MainLayouts) -> list[ModulePass]:
+        """One rank's passes on its startup program (``layouts``: what they need of the main
+        program): tensor fusion's ``fuse-startup``, ``shard-startup``, and with gradient merge
+        ``zero-accumulators`` (each follows what the main program's passes of the rank recorded in
+        the pass context)."""
+        o = self.options
+        out: list[ModulePass] = [FuseStartupPass()] if o.tensor_fusion else []
+        out.append(ShardStartupPass(rank=rank, main_layouts=layouts))
+        if o.scheduled:
+            from ..passes.gradient_merge import ZeroAccumulatorsPass
+
+            out.append(ZeroAccumulatorsPass())
+        return out
+
     def _run(self, passes: list[ModulePass], prog: Program, ctx: PassContext, final_verify: bool = False) -> None:
         if not passes and not final_verify:
             return
@@ -356,13 +371,7 @@ class ShardPipeline:
                 res.rings = {ring: group for group, ring in ctx.rings.groups.items()}
         if sprog is not None:
             try:
-                if pre:
-                    fuse_startup(sprog, ctx.stats.fusion)
-                ShardStartupPass(rank=rank, main_layouts=layouts).apply(sprog, ctx)
-                if ctx.stats.merged_grads:  # the gradient-merge accumulators, zero
-                    from ..passes.gradient_merge import zero_accumulators
-
-                    zero_accumulators(sprog, ctx.stats.merged_grads)
+                PassManager(self.startup_passes(rank, layouts), verify_each=False).run(sprog, ctx)
             except DiagnosticError as e:
                 raise ctx.located(e, sprog.filename) from None
             res.ran.append(f"shard-startup{{rank={rank}}} (on {sprog.filename or '<startup>'})")
