@@ -55,7 +55,28 @@ def test_diverged_writes_nothing(tmp_path, monkeypatch):
     r = shard(SAMPLE, "--all-ranks", "--verify", "-q", "-o", tmp_path / "o.r{rank}.ir")
     assert r.exit_code == 1, r.output
     assert "DIVERGED on rank 2" in r.output and "verify: DIVERGED: nothing written" in r.output
-    assert outputs(tmp_path) == []
+    assert outputs(tmp_path) == [] and list(tmp_path.iterdir()) == []  # no temporary file left either
+
+
+def test_all_ranks_proof_reads_the_workers_programs(tmp_path, monkeypatch):
+    """--all-ranks --verify lowers each rank once, in its worker: the proof reads the programs the
+    workers built (before the outputs are committed), the parent builds none again."""
+    from distc.pipeline import ShardPipeline
+
+    calls = []
+    real = ShardPipeline.lower
+
+    def counted(self, rank, *a, **k):
+        calls.append(rank)  # the parent's list: a forked worker's calls stay in the worker
+        return real(self, rank, *a, **k)
+
+    monkeypatch.setattr(ShardPipeline, "lower", counted)
+    r = shard(SAMPLE, "--all-ranks", "--verify", "-q", "-o", tmp_path / "o.r{rank}.ir")
+    assert r.exit_code == 0 and "verify: EQUAL" in r.output, r.output
+    assert calls == [] and outputs(tmp_path) == [f"o.r{k}.ir" for k in range(4)]
+    sub = shard(SAMPLE, "--ranks", "0,1", "--verify", "-q", "-o", tmp_path / "p.r{rank}.ir")
+    assert sub.exit_code == 0 and "verify: EQUAL" in sub.output, sub.output
+    assert sorted(calls) == [2, 3]  # ranks not asked for are built for the proof only
 
 
 @pytest.mark.parametrize("word", ["EQUAL writes", "DIVERGED writes nothing", "not provable"])

@@ -8,13 +8,15 @@ none) and prints the summary (``--explain``: the passes run and what they decide
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import click
 
 from ..analysis.cost import require_rank
 from ..driver import check_pattern, collector_off, load_kept, program_option, reporting
 from ..ir.core import Program
 from ..outputs import Outputs
-from ..pipeline import ShardOptions, ShardPipeline
+from ..pipeline import RankResult, ShardOptions, ShardPipeline
 from . import shard_report as report
 from . import shard_schedule as sched
 from .shard_ranks import RankTargets, check_many, parse_ranks, run_ranks, select_ranks
@@ -178,10 +180,17 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         plain = prog.clone() if tensor_fusion and not quiet and not annotate_only else None
         pipe.prepare()
         proof: dict = {}
-        unproven = _prove(pipe, serial, output if many else None, main_file, proof) if serial is not None else 0
+        # several ranks, no schedule: proven from the programs the workers built, before the commit
+        after = serial is not None and many and not opts.scheduled
+        unproven = _prove(pipe, serial, output if many else None, main_file, proof) \
+            if serial is not None and not after else 0
         extra = {**(sched.json_fields(pipe) if opts.scheduled else {}), **({"verify": proof} if proof else {})}
         if many:
-            result = run_ranks(pipe, ranks, jobs, out, targets)
+            status: list[int] = []
+            check = (lambda built: status.append(_prove(pipe, serial, output, main_file, proof, built))) \
+                if after else None  # type: ignore[arg-type]
+            result = run_ranks(pipe, ranks, jobs, out, targets, before_commit=check)
+            unproven = status[0] if status else unproven
             if explain and not as_json:
                 report.explain(pipe, result.ranks)
             if as_json:
@@ -242,17 +251,19 @@ def startup_path(startup: str | None, rank: int) -> str | None:
     return startup.replace("{rank}", str(rank)) if startup is not None else None
 
 
-def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str, doc: dict) -> int:
-    """``--verify``: every rank's program (and startup program), each built from the shared state
-    on a copy, proven against MAIN (``serial``, taken before the passes) by the simulator; with a
-    schedule, the whole pipelined step (``doc``: the reports, for ``--json``)."""
+def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file: str, doc: dict,
+           built: Mapping[int, RankResult] | None = None) -> int:
+    """``--verify``: every rank's program (and startup program) — those in ``built`` (the workers'
+    results, with their texts) as they are, the others built from the shared state on a copy —
+    proven against MAIN (``serial``, taken before the passes) by the simulator; with a schedule,
+    the whole pipelined step (``doc``: the reports, for ``--json``)."""
     import sys
 
     from .verify import verify_built
 
     def build(rank: int) -> tuple[str, str | None]:
-        res = pipe.lower(rank, copy=True)
-        return res.text, res.startup_text
+        res = built[rank] if built is not None and rank in built else pipe.lower(rank, copy=True)
+        return res.text, res.startup_text  # type: ignore[return-value]
 
     names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
         (lambda r: f"<rank {r} of {main_file}>")

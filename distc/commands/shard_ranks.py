@@ -149,17 +149,19 @@ class RankTargets:
             out.write(self.job_list, res.plan.job_list_text())
 
 
-def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targets: dict[int, RankTargets]
-              ) -> ShardResult:
+def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targets: dict[int, RankTargets],
+              before_commit: Callable[[dict[int, RankResult]], None] | None = None) -> ShardResult:
     """Lower every rank (the pipeline's rank work, each in a forked worker), write all outputs or
     none (``out``: the command's :class:`distc.outputs.Outputs`, ``targets``: rank -> what it
-    writes); each rank's result comes back without its programs."""
+    writes); each rank's result comes back without its programs — with their texts if
+    ``before_commit`` (``shard --verify``) is to read them before the outputs are committed (it
+    may exit: nothing is written then)."""
 
     def each(rs: list[int], lower) -> dict[int, RankResult]:
         def work(r: int) -> RankResult:
             res = lower(r)
             targets[r].write(out, res)
-            return res.detached()
+            return res.detached(texts=before_commit is not None)
 
         return fork_each(rs, work, jobs or default_jobs(_input_bytes(pipe.program)))
 
@@ -171,6 +173,8 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
         e.message = head + "\n" + e.message
         e.doc = {**e.doc, "rank": e.item, "notes": [*e.doc.get("notes", []), head]}
         raise
+    if before_commit is not None:
+        before_commit(result.ranks)
     out.commit()
     return result
 
