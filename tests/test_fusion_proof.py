@@ -83,39 +83,48 @@ def test_wrong_fused_programs_diverge():
     assert rep.status == 1
 
 
-def test_cli_verify_stage3_and_summary(tmp_path):
-    """``--stage 3 --tensor-fusion --verify``, startup too, and the summary against unfused ZeRO-3."""
-    case = "mlp_dp2mp2"
+def _shard_verify(tmp_path, case: str, *args: str):
+    """``distc shard MAIN --tensor-fusion --all-ranks --verify`` with the startup programs, every
+    rank EQUAL: (MAIN's path, stderr)."""
     m = tmp_path / "main.ir"
     m.write_text(F.text(case, "s0", 0, "before_partition"))
     for r in F.CASES[case]:
         (tmp_path / f"startup.r{r}.ir").write_text(F.text(case, "s0", r, "startup_after_remove"))
-    r = CliRunner().invoke(main, ["shard", str(m), "--stage", "3", "--tensor-fusion", "--all-ranks", "--verify",
+    r = CliRunner().invoke(main, ["shard", str(m), *args, "--tensor-fusion", "--all-ranks", "--verify",
                                   "-o", str(tmp_path / "m.r{rank}.ir"), "--startup", str(tmp_path / "startup.r{rank}.ir"),
                                   "--startup-out", str(tmp_path / "s.r{rank}.ir")])
     assert r.exit_code == 0, r.output
     out = r.stderr
     assert re.search(r"^verify: EQUAL: \d+ values .* on ranks \[0, 1, 2, 3\]", out, re.M), out
     assert out.count("verify startup (rank") == 4 and "DIVERGED" not in out
+    return m, out
+
+
+def test_cli_verify_stage3_and_summary(tmp_path):
+    """``--stage 3 --tensor-fusion --verify``, startup too, and the summary against unfused ZeRO-3."""
+    m, out = _shard_verify(tmp_path, "mlp_dp2mp2", "--stage", "3")
     assert "bytes sent per rank: tensor fusion vs unfused ZeRO-3" in out
     assert "per rank (4 ranks, stage 3" in out and "after ZeRO-3:" in out
+    # the startup programs: each rank's slice@ pieces (parameters, moments) against the serial ones
+    counts = [int(n) for n in re.findall(r"^verify startup \(rank \d\): EQUAL: (\d+) values", out, re.M)]
+    assert len(counts) == 4 and min(counts) >= 5, out
+    assert "no rank's startup program initializes it" not in out
+    # a slice@ state of rank 0's startup initialized wrong (beta1^0 = 0.5, not 0.9): DIVERGED, exit 1
+    text = (tmp_path / "s.r0.ir").read_text()
+    v = re.search(r'\(%(\w+)\) \{[^}]*output_name:"slice@\S+_beta1_pow_acc_0"', text)
+    assert v
+    d = re.search(r'(\(%' + v.group(1) + r'\) = "pd_op\.full" \(\) \{[^}]*value:)0\.9\b', text)
+    (tmp_path / "s.r0.ir").write_text(text[:d.start()] + d.group(1) + "0.5" + text[d.end():])
+    r = CliRunner().invoke(main, ["verify", str(m), "--ranks", str(tmp_path / "m.r{rank}.ir"), "--startup",
+                                  str(tmp_path / "startup.r{rank}.ir"), "--startup-ranks", str(tmp_path / "s.r{rank}.ir")])
+    assert r.exit_code == 1, r.output
+    assert re.search(r"startup.*DIVERGED on rank 0", r.output), r.output
 
 
 def test_cli_shard_verify_zero1(tmp_path):
     """``distc shard --tensor-fusion --verify`` (Paddle's ZeRO-1 fusion) on every rank of dp4, the
     startup programs too."""
-    case = "mlp_dp4"
-    m = tmp_path / "main.ir"
-    m.write_text(F.text(case, "s0", 0, "before_partition"))
-    for r in F.CASES[case]:
-        (tmp_path / f"startup.r{r}.ir").write_text(F.text(case, "s0", r, "startup_after_remove"))
-    r = CliRunner().invoke(main, ["shard", str(m), "--tensor-fusion", "--all-ranks", "--verify",
-                                  "-o", str(tmp_path / "m.r{rank}.ir"), "--startup", str(tmp_path / "startup.r{rank}.ir"),
-                                  "--startup-out", str(tmp_path / "s.r{rank}.ir")])
-    assert r.exit_code == 0, r.output
-    out = r.stderr
-    assert re.search(r"^verify: EQUAL: \d+ values .* on ranks \[0, 1, 2, 3\]", out, re.M), out
-    assert out.count("verify startup (rank") == 4 and "DIVERGED" not in out
+    _, out = _shard_verify(tmp_path, "mlp_dp4")
     assert "bytes sent per rank: tensor fusion vs unfused ZeRO-1" in out
 
 

@@ -7,6 +7,8 @@ right; every program proven by the simulator, stage 3 too (Paddle segfaults ther
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -104,6 +106,41 @@ def test_verify_every_stage(inputs, tmp_path, stage, a2a):
             "--startup-out", tmp_path / "s.r{rank}.ir", "--verify")
     assert r.exit_code == 0, r.output
     assert "verify: EQUAL: 72 values" in r.output
+
+
+@pytest.mark.parametrize("stage", ["1", "3"])
+def test_tensor_fusion_beyond_paddle(inputs, tmp_path, stage):
+    """Fused ZeRO on the MoE program, which Paddle refuses (``s1f``: ShardingStage1 with
+    enable_tensor_fusion, every rank: ``parameter mesh mush be in pp_meshes``): the replicated
+    parameters fused over each dp group, each expert's in a buffer of its own sub-mesh sharded over
+    that sub-mesh's dp group; stage 1 and (beyond Paddle's fusion) stage 3 proven on every rank,
+    main and startup."""
+    r = run("shard", inputs / "main.r0.ir", "--tensor-fusion", "--stage", stage, "--all-ranks",
+            "-o", tmp_path / "m.r{rank}.ir", "--startup", inputs / "startup.r{rank}.ir",
+            "--startup-out", tmp_path / "s.r{rank}.ir", "--verify")
+    assert r.exit_code == 0, r.output
+    assert re.search(r"^verify: EQUAL: \d+ values .* on ranks \[0, 1, 2, 3\]", r.output, re.M), r.output
+    assert r.output.count("verify startup (rank") == 4 and "DIVERGED" not in r.output
+    assert "fused buffers (4, sharding group [0,2], [1,3])" in r.output
+
+
+def test_tensor_fusion_expert_buffers():
+    """Each rank holds the buffers of its meshes only; an expert's buffer is reduce-scattered and
+    gathered over its sub-mesh's dp group (expert linear_1 on [[0],[2]], linear_2 on [[1],[3]])."""
+    from distc.pipeline import ShardOptions, shard_ranks
+    from distc.syntax.parser import parse_program
+
+    res = shard_ranks(parse_program(text("s0", 0, "before_partition")), RANKS,
+                      options=ShardOptions(tensor_fusion=True))
+    for k in RANKS:
+        assert llmdata.text(f"moe/{CASE}.s1f.r{k}.error.txt", ROOT).startswith(
+            "AssertionError: parameter mesh mush be in pp_meshes")
+        bufs = {tuple(b["parameters"]): b for b in res[k].fusion["buffers"]}
+        expert = "linear_1.w_0.dist" if k in (0, 2) else "linear_2.w_0.dist"
+        group = [0, 2] if k in (0, 2) else [1, 3]
+        assert set(bufs) == {("linear_3.w_0.dist", "linear_0.w_0.dist"), (expert,)}
+        assert bufs[(expert,)]["group"] == group
+        assert bufs[(expert,)]["owners"] == {expert: [(group[0], 128), (group[1], 128)]}
 
 
 def test_paddle_segfaults_at_stage3():

@@ -39,23 +39,30 @@ def print_summary(results: dict, base: dict[int, tuple[int, int]] | None, stage:
     from rich.table import Table
 
     con = err_console()
-    first = next((x for _, x in sorted(results.items()) if x.fusion is not None), None)
-    if first is None:
+    # the buffers of the ranks shown, each once (a sub-mesh's buffer, e.g. a MoE expert's, is on
+    # its ranks only), in rank order
+    bufs: dict[tuple, dict] = {}
+    for _, x in sorted(results.items()):
+        for b in (x.fusion or {}).get("buffers", []):
+            bufs.setdefault((tuple(b["group"]), tuple(b["parameters"])), b)
+    if not bufs:
         return
-    fu = first.fusion
-    t = Table(title=f"fused buffers ({len(fu['buffers'])}, sharding group {ranks_text(tuple(fu['group']))})")
-    for col in ("buffer", "parameters", "elements", "bytes", "shard per rank", "align"):
-        t.add_column(col, justify="left" if col == "parameters" else "right")
-    for b in fu["buffers"]:
+    groups = list(dict.fromkeys(tuple(b["group"]) for b in bufs.values()))
+    t = Table(title=f"fused buffers ({len(bufs)}, sharding group " + ", ".join(ranks_text(g) for g in groups) + ")")
+    cols = ["buffer"] + (["group"] if len(groups) > 1 else []) + ["parameters", "elements", "bytes",
+                                                                   "shard per rank", "align"]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("parameters", "group") else "right")
+    for b in bufs.values():
         names = b["parameters"]
         shown = ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
-        t.add_row(str(b["buffer"]), shown, str(b["elements"]), human_bytes(b["bytes"]), human_bytes(b["shard_bytes"]),
-                  f"{b['align_bytes']} B")
+        t.add_row(str(b["buffer"]), *([ranks_text(tuple(b["group"]))] if len(groups) > 1 else []), shown,
+                  str(b["elements"]), human_bytes(b["bytes"]), human_bytes(b["shard_bytes"]), f"{b['align_bytes']} B")
     con.print(t)
     o = Table(title="who updates each parameter (rank: elements of its piece)")
     o.add_column("parameter")
     o.add_column("updated on")
-    for b in fu["buffers"]:
+    for b in bufs.values():
         for name, who in b["owners"].items():
             o.add_row(name, ", ".join(f"{r}: {n}" for r, n in who))
     con.print(o)

@@ -62,12 +62,13 @@ def load_ranks(pattern: str, ranks: list[int]) -> dict[int, Program]:
 
 
 def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol: float, atol: float,
-               label: str = "verify", layouts: Mapping | None = None) -> StepReport:
-    """The proof (a step, a one-reshard program, or startup programs when ``layouts`` are given)
-    with a progress bar over ranks and ops when stderr is a terminal."""
+               label: str = "verify", layouts: Mapping | None = None, mains: Mapping | None = None) -> StepReport:
+    """The proof (a step, a one-reshard program, or startup programs when ``layouts`` are given,
+    with the main rank programs ``mains``) with a progress bar over ranks and ops when stderr is a
+    terminal."""
     total = len(serial.ops) + sum(len(p.ops) for p in progs.values())
     if layouts is not None:
-        fn: Callable = functools.partial(verify_startup, layouts=layouts)
+        fn: Callable = functools.partial(verify_startup, layouts=layouts, mains=mains)
     else:
         fn = verify_reshard_step if is_one_reshard(serial) else verify_step
     if not sys.stderr.isatty():
@@ -146,7 +147,7 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
                 check_serial(st, need_dist=False)
                 label = "startup" if len(groups) == 1 else f"startup ({path}, ranks {rs})"
                 reports.append((label, run_verify(st, {r: sprogs[r] for r in rs}, seed=seed, rtol=rtol, atol=atol,
-                                                  label="startup", layouts=program_layouts(progs))))
+                                                  label="startup", layouts=program_layouts(progs), mains=progs)))
         status = report_out(reports, as_json, warnings=diags.warnings)
     sys.exit(status)
 
@@ -170,10 +171,10 @@ def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]]
     reports = [("verify", run_verify(serial, progs, seed=seed, rtol=rtol, atol=atol))]
     if isinstance(startup, Program):
         reports.append(("verify startup", run_verify(startup, sprogs, seed=seed, rtol=rtol, atol=atol,
-                                                     label="startup", layouts=program_layouts(progs))))
+                                                     label="startup", layouts=program_layouts(progs), mains=progs)))
     elif startup:  # rank -> its own serial startup program (a pipeline stage's)
         for r, st in sorted(startup.items()):
             reports.append((f"verify startup (rank {r})", run_verify(st, {r: sprogs[r]}, seed=seed, rtol=rtol,
                                                                      atol=atol, label="startup",
-                                                                     layouts=program_layouts(progs))))
+                                                                     layouts=program_layouts(progs), mains=progs)))
     return report_out(reports, False, err=True)

@@ -55,6 +55,8 @@ class Buffer:
     align: int  # bytes (coalesce_tensor_'s align_size: the device alignment x the sharding degree)
     name: str  # fused@-NAME-NAME...
     pieces: list[Piece] = field(default_factory=list)  # this rank's
+    group: list[int] = field(default_factory=list)  # its sharding group (a buffer of a sub-mesh: that one's)
+    rank_index: int = 0  # the rank's place in it
 
 
 def param_name(v: Value) -> str:
@@ -118,9 +120,10 @@ def group_by_size(updates: list[Update], limit: int) -> list[list[int]]:
     return sorted(res, key=lambda g: g[0])
 
 
-def make_buffer(index: int, mesh, us: list[Update], align_bytes: int, degree: int, rank_index: int) -> Buffer:
+def make_buffer(index: int, mesh, us: list[Update], align_bytes: int, group: list[int], rank_index: int) -> Buffer:
     """The buffer of ``us`` (``_fuse_group_param``): padded sizes, the shard of the rank at
-    ``rank_index`` in the sharding group and the pieces of parameters it covers."""
+    ``rank_index`` in the sharding ``group`` and the pieces of parameters it covers."""
+    degree = len(group)
     nb = dtype_bytes(us[0].param.type.dtype)
     align = align_bytes // nb * degree  # Paddle: alignment[device] // align[dtype] * degree (bytes)
     padded = [padded_size(numel(local_shape(u.param)) * nb, align) // nb for u in us]
@@ -128,6 +131,7 @@ def make_buffer(index: int, mesh, us: list[Update], align_bytes: int, degree: in
     shard = size // degree
     b = Buffer(index, mesh, us, padded, size, shard, align, "fused@" + "".join("-" + u.name for u in us))
     b.pieces = pieces_of(b, rank_index)
+    b.group, b.rank_index = list(group), rank_index
     return b
 
 
@@ -145,13 +149,15 @@ def owners(b: Buffer, group: list[int]) -> dict[str, list[tuple[int, int]]]:
 
 
 def plan_summary(buffers: list[Buffer], group: list[int], rank: int) -> dict:
-    """Plain data for a summary: each buffer (parameters, elements, bytes, per-rank shard) and who
-    updates each parameter."""
+    """Plain data for a summary: each buffer the rank holds (parameters, elements, bytes, per-rank
+    shard, its sharding group) and who updates each parameter."""
     out = []
     for b in buffers:
+        if rank not in b.mesh.process_ids:  # a sub-mesh's buffer (MoE experts): not on this rank
+            continue
         nb = dtype_bytes(b.updates[0].param.type.dtype)
         out.append({"buffer": b.index, "parameters": [u.name for u in b.updates], "elements": b.size,
                     "bytes": b.size * nb, "shard_bytes": b.shard * nb, "align_bytes": b.align,
-                    "owners": owners(b, group),
+                    "group": list(b.group or group), "owners": owners(b, b.group or group),
                     "mine": [(pc.update.name, pc.end - pc.begin) for pc in b.pieces]})
     return {"rank": rank, "group": list(group), "buffers": out}

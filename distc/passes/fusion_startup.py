@@ -69,10 +69,11 @@ def fuse_startup(startup: Program, f) -> None:
         for o in lr_ops:
             blk.remove(o)
     api = PaddleAPI(startup.style, InsertPoint.at_end(blk))
-    for b in f.buffers:
+    here = [b for b in f.buffers if f.o.rank in b.mesh.process_ids]  # (a MoE expert's elsewhere: not here)
+    for b in here:
         _buffer(f, b, sinks, api, mk)
     if f.o.stage3:  # the fused parameters are no parameters of the main program any more: not kept
-        for b in f.buffers:
+        for b in here:
             for u in b.updates:
                 s = sinks.get(u.name)
                 if s is not None and s.parent is not None:
@@ -80,6 +81,8 @@ def fuse_startup(startup: Program, f) -> None:
     for o in lr_ops:
         blk.append(o)
     for u, _, _, pc in f.todo:
+        if f.o.rank not in u.param.dist_attr.mesh.process_ids:
+            continue
         for _, d in sorted(u.states.items(), key=lambda kv: ACC_ORDER.get(acc_kind(data_name(kv[1])), 9)):
             _state(f, blk, mk, data_name(d), inits, pc)
 
@@ -127,7 +130,7 @@ def _buffer(f, b, sinks: dict[str, Operation], api: PaddleAPI, mk: Maker) -> Non
         v.owner.set_attr("persistable", mk.bools([True]))
         return v
 
-    begin = f.idx * b.shard
+    begin = b.rank_index * b.shard
     shard = view(fused, begin, begin + b.shard)
     api.insert(ops.SHADOW_OUTPUT, [shard], [], {"output_name": mk.str("shard@" + b.name)},
                mk.op_dist(b.mesh, [shard.type.dist], []), with_stop_gradient=False)

@@ -155,8 +155,6 @@ class Fusion:
                                   f"{list(mesh.shape)}")
         r = o.rank if o.rank in mesh.process_ids else mesh.process_ids[0]
         self.group = sorted(mesh.sub_mesh(o.axis, r).process_ids)
-        self.degree = len(self.group)
-        self.idx = self.group.index(r)
         # ShardingOptimizerStage1 makes the sharding group first, then (a 2-D mesh) the mp group
         self.mp_group = None
         self.ring(self.group)
@@ -172,9 +170,15 @@ class Fusion:
             if self.is_dist(u):  # a fused parameter sharded on another dim: Paddle marks it
                 u.param.owner.set_attr("is_distributed", self.mk.bools([True]))
         limit = int((o.buffer_mb if o.buffer_mb >= 0 else 256) * 1024 * 1024)
-        for m, us in by_mesh.items():
+        at = self.group.index(r)
+        for m, us in by_mesh.items():  # a sub-mesh (MoE experts): its own sharding group through the
+            # rank (one without the rank: the group's rank at the rank's place, as the ops are dropped)
+            gm = sorted(m.sub_mesh(o.axis, o.rank if o.rank in m.process_ids else m.process_ids[0]).process_ids)
+            gm = self.group if m == mesh else gm
+            self.ring(gm)
+            i = gm.index(o.rank) if o.rank in gm else min(at, len(gm) - 1)
             for gi, idx in enumerate(group_by_size(us, limit)):
-                self.buffers.append(make_buffer(gi, m, [us[i] for i in idx], o.align, self.degree, self.idx))
+                self.buffers.append(make_buffer(gi, m, [us[k] for k in idx], o.align, gm, i))
         self.ups = ups
         self.ctx.notes.append(f"tensor-fusion: rank {o.rank}: {len(self.buffers)} buffer(s) over sharding group "
                               f"{self.group}; updates {sum(len(b.pieces) for b in self.buffers)} parameter "
@@ -257,7 +261,7 @@ class Fusion:
         api = self.api(at, op_role=0)
         for b in self.buffers:
             shard, fused = self.kw["shard@" + b.name], self.kw[b.name]
-            ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, self.group, [b.size])
+            ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, b.group, [b.size])
             api.insert("pd_op.share_var", [fused, ag], [], {}, mk.op_dist(b.mesh, [fused.type.dist, ag.type.dist], []),
                        with_stop_gradient=False)
             begin = 0
@@ -413,10 +417,10 @@ class Fusion:
     def scatter(self, b: Buffer, fused: Value, at: InsertPoint) -> list[Value]:
         mk = self.mk
         api = self.api(at)
-        begin = self.idx * b.shard
+        begin = b.rank_index * b.shard
         st = self.vtype([b.shard], fused.type.dtype, b.mesh)
         view = self.view_slice(api, fused, begin, begin + b.shard, st)
-        rs = self.collective(api, "pd_op.reduce_scatter", REDUCE_SCATTER, fused, self.group, [b.shard],
+        rs = self.collective(api, "pd_op.reduce_scatter", REDUCE_SCATTER, fused, b.group, [b.shard],
                              stream=self.o.overlap)
         api.insert("pd_op.share_var", [view, rs], [], {}, mk.op_dist(b.mesh, [st.dist, st.dist], []),
                    with_stop_gradient=False)
@@ -494,6 +498,6 @@ class Fusion:
             v = last[-1].results[0]
             api.insert("pd_op.nop", [v], [v.type], {"execution_stream": mk.str(SHARDING_STREAM)},
                        mk.op_dist(b.mesh, [v.dist_attr], [v.dist_attr]))
-        ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, self.group, [b.size], stream=self.o.overlap)
+        ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, b.group, [b.size], stream=self.o.overlap)
         api.insert("pd_op.share_var", [fused, ag], [], {}, mk.op_dist(b.mesh, [fused.type.dist, ag.type.dist], []),
                    with_stop_gradient=False)

@@ -140,7 +140,6 @@ def is_fused(prog: Program) -> bool:
     return any(a.keyword and a.keyword.startswith(FUSED) for a in prog.block.args)
 
 
-
 def slice_piece(prog: Program, rank: int, name: str, value: np.ndarray) -> np.ndarray | None:
     """What rank ``rank``'s ``slice@`` copy of the serial value ``name`` (a parameter's state, or
     the parameter) holds of ``value``: its piece, padded as in the buffer (None: not fused here)."""
@@ -167,3 +166,8 @@ def slice_piece(prog: Program, rank: int, name: str, value: np.ndarray) -> np.nd
             buf[off:off + x.size] = x.reshape(-1)
             return buf[where[0]:where[1]]
     return None
+
+
+def in_buffer(prog: Program, name: str) -> bool:
+    """``name`` is a parameter of one of ``prog``'s fused buffers, or an optimizer state of one."""
+    return any(name == n or name.startswith(n + "_") for a in prog.block.args for n in buffer_names(a.keyword or ""))

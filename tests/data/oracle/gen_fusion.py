@@ -25,7 +25,7 @@ n-d shard-to-shard reshard), `dist.auto_parallel.api.moe_sub_mesh_tensors` onto 
 meshes [[0],[2]] and [[1],[3]] (one Linear expert each), `moe_global_mesh_tensor` back, a
 replicated head, MSE loss; AdamW.  Variants s0, s1, s3 (ShardingStage1/3 over dp), each without
 and with FLAGS_enable_moe_utils=true (`s0u`, `s1u`, `s3u`; Paddle then lowers the n-d
-shard-to-shard reshard through all_to_all).
+shard-to-shard reshard through all_to_all); `s1f`: ShardingStage1 with enable_tensor_fusion.
 
 Names as gen_llm.py: GROUP/CASE.VARIANT.rR.SNAPSHOT.ir with SNAPSHOT in before_partition,
 after_reshard, dense, startup_after_remove, startup_final (and startup.before; MoE: after_remove), or
@@ -74,7 +74,7 @@ FUSION_VARIANTS = {  # variant -> strategy.sharding settings (None: no fusion)
     "ovrel": {"enable_overlap": True, "release_gradients": True},
 }
 MOE_CASES = {"moe_dp2ep2": ([[0, 1], [2, 3]], ["dp", "ep"])}
-MOE_VARIANTS = ["s0", "s1", "s3", "s0u", "s1u", "s3u"]
+MOE_VARIANTS = ["s0", "s1", "s3", "s0u", "s1u", "s3u", "s1f"]
 
 
 def flat(ids):
@@ -194,6 +194,11 @@ def moe_capture(case, variant, snapshot_cb):
     import paddle
     import paddle.distributed as dist
 
+    if variant.endswith("f"):  # ShardingStage1 with enable_tensor_fusion (the device check as above)
+        from paddle.distributed.fleet.utils import tensor_fusion_helper
+
+        tensor_fusion_helper.__current_device_type__ = "gpu"
+        _with_strategy({})
     from gen_stage1 import run_engine
 
     if variant.endswith("u"):
@@ -249,7 +254,7 @@ def moe_capture(case, variant, snapshot_cb):
 
     model = MoE()
     opt = paddle.optimizer.AdamW(learning_rate=0.01, parameters=model.parameters())
-    base = variant.rstrip("u")
+    base = variant.rstrip("uf")
     if base == "s0":
         opt = dist.shard_optimizer(opt)
     else:
