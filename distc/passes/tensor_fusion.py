@@ -171,12 +171,10 @@ class Fusion:
                 u.param.owner.set_attr("is_distributed", self.mk.bools([True]))
         limit = int((o.buffer_mb if o.buffer_mb >= 0 else 256) * 1024 * 1024)
         at = self.group.index(r)
-        for m, us in by_mesh.items():  # a sub-mesh (MoE experts): its own sharding group through the
-            # rank (one without the rank: the group's rank at the rank's place, as the ops are dropped)
-            gm = sorted(m.sub_mesh(o.axis, o.rank if o.rank in m.process_ids else m.process_ids[0]).process_ids)
-            gm = self.group if m == mesh else gm
-            self.ring(gm)
-            i = gm.index(o.rank) if o.rank in gm else min(at, len(gm) - 1)
+        for m, us in by_mesh.items():  # a sub-mesh (MoE experts): its own group (without the rank: at its place)
+            gm = self.group if m == mesh else sorted(m.sub_mesh(o.axis, o.rank if o.rank in m.process_ids
+                                                                else m.process_ids[0]).process_ids)
+            i, _ = (gm.index(o.rank) if o.rank in gm else min(at, len(gm) - 1)), self.ring(gm)
             for gi, idx in enumerate(group_by_size(us, limit)):
                 self.buffers.append(make_buffer(gi, m, [us[k] for k in idx], o.align, gm, i))
         self.ups = ups
@@ -275,9 +273,8 @@ class Fusion:
                 p.replace_all_uses_with(view)
                 p.owner.erase()
                 begin += n
-        self.ctx.notes.append(f"tensor-fusion: stage 3 (not Paddle's): the parameters of {len(self.buffers)} "
-                              f"buffer(s) all-gathered at the step's start and read as views; the rank keeps "
-                              f"its shard only")
+        self.ctx.notes.append(f"tensor-fusion: stage 3 (not Paddle's): the parameters of {len(self.buffers)} buffer(s) "
+                              "all-gathered at the step's start and read as views; the rank keeps its shard only")
 
     def add_kwargs(self) -> None:
         """``%kwarg_fused@-...`` and ``%kwarg_shard@fused@-...`` per buffer, in the order Paddle's
