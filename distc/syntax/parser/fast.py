@@ -14,7 +14,7 @@ from .leaves import (
     check_nesting,
 )
 from .names import Builder
-from .texts import from_skeleton, keep_skeleton, split_plain as _split_plain
+from .texts import from_skeleton, keep_skeleton, kwarg_lines as _kwarg_lines, split_plain as _split_plain
 
 
 def lark_parser():
@@ -332,6 +332,13 @@ class FastParser:
             pos = e + 1
             if _TRIVIA.fullmatch(line):
                 pre.append(line)
+                continue
+            if not stack and not pre and not block.ops and not block.args and line.strip() == "^kw:":
+                got = _kwarg_lines(text, pos, i)  # a program's keyword arguments (tensor fusion, job programs)
+                if got is None:
+                    raise _Resume(prog, b, *here, pre)
+                b.define_kwargs(block, got, attr_dict)
+                i, pos = i + len(got), got[-1][4]
                 continue
             m = REG(line)
             if m is not None:

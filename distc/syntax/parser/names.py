@@ -38,6 +38,15 @@ class Builder:
         self.scopes[-1][name] = value
         value.name = name
 
+    def define_kwargs(self, block, lines, attr_dict) -> None:
+        """A program's keyword arguments, from ``texts.kwarg_lines``' ``lines``."""
+        for name, attrs, line, col, _end in lines:
+            keyword = name[6:] if name.startswith("kwarg_") else name
+            v = block.add_argument(NULL_TYPE, name, keyword=keyword, attrs=attr_dict(attrs) if attrs is not None else {})
+            v.attrs_shown = attrs is not None  # type: ignore[attr-defined]
+            self.define(name, v, line, col)
+        block.dirty = False
+
     def build(self, results, name, op_id, operands, attrs, in_types, out_types, sig, regions, line, col,
               inline_args=None) -> Operation:
         """``results``: [(name, line, col)]; ``operands``: [(name|None, keyword|None, line, col)]."""

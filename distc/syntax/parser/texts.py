@@ -72,3 +72,25 @@ def keep_skeleton(skeletons, text: str, d: dict) -> None:
         if not isinstance(v, StrAttr) or v.raw != raw[1:-1]:
             return
     skeletons.keep(_SIMPLE_STRING.sub('""', text), (d, keys))
+
+
+_KWARG_LINE = re.compile(r"([ \t]+)%([^\s,()\[\]{}<>=:]+)(?: \{(.*)\})?[ \t]*")
+
+
+def kwarg_lines(text: str, pos: int, i: int) -> list | None:
+    """The lines under a top-level '^kw:' from ``pos`` (line index ``i``): one
+    ``(name, attribute text or None, line, column, offset after the line)`` each, as Paddle prints
+    them (one a line); ``None`` for any other form (the grammar reads it)."""
+    out = []
+    n = len(text)
+    while pos < n:
+        e = text.find("\n", pos)
+        if e < 0:
+            e = n
+        m = _KWARG_LINE.fullmatch(text, pos, e)
+        if m is None:
+            break
+        out.append((m[2], m[3], i + 1, len(m[1]) + 1, e + 1))
+        i += 1
+        pos = e + 1
+    return out or None
