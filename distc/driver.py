@@ -341,10 +341,10 @@ def fork_each(items: list, work, jobs: int) -> dict:
                 pid = os.fork()
                 if pid == 0:  # the child
                     _child(it, work, r, w)
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 os.close(w)
-                running[r] = (it, pid, bytearray())
+                running[r] = (it, pid, bytearray())  # known before a held-back signal is taken: it kills this child too
                 sel.register(r, selectors.EVENT_READ)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             if failures:
                 todo.clear()
             if not running:
