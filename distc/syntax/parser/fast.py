@@ -337,7 +337,8 @@ class FastParser:
                 got = _kwarg_lines(text, pos, i)  # a program's keyword arguments (tensor fusion, job programs)
                 if got is None:
                     raise _Resume(prog, b, *here, pre)
-                b.define_kwargs(block, got, attr_dict)
+                b.define_args(block, [(nm, None if at is None else attr_dict(at), ln, col)
+                                      for nm, at, ln, col, _end in got], True)
                 i, pos = i + len(got), got[-1][4]
                 continue
             m = REG(line)

@@ -4,7 +4,6 @@ produces every error message, with exact lines and columns."""
 from __future__ import annotations
 
 from ...ir.core import Block, Operation, Program, Region
-from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
 from .fast import _CLOSE, _ELSE, _OP, _REGION_OP, _TRIVIA, lark_parser
 from .names import Builder
@@ -87,17 +86,9 @@ class FullParser:
         return len(lines)
 
     def _block_header(self, b: Builder, block: Block, h: Tree) -> None:
-        kw = h.data == "block_kwargs"
-        for arg in h.children:
-            if arg is None:
-                continue
-            tok, attrs = arg.children
-            name = str(tok)[1:]
-            keyword = name[len("kwarg_"):] if kw and name.startswith("kwarg_") else (name if kw else None)
-            v = block.add_argument(NULL_TYPE, name, keyword=keyword, attrs=attrs or {})
-            v.attrs_shown = attrs is not None  # type: ignore[attr-defined]
-            b.define(name, v, tok.line, tok.column)
-        block.dirty = False
+        args = [(str(arg.children[0])[1:], arg.children[1], arg.children[0].line, arg.children[0].column)
+                for arg in h.children if arg is not None]
+        b.define_args(block, args, h.data == "block_kwargs")
 
     def _op(self, b: Builder, t: Tree, lines: list[str]) -> Operation:
         from lark import Token

@@ -38,11 +38,12 @@ class Builder:
         self.scopes[-1][name] = value
         value.name = name
 
-    def define_kwargs(self, block, lines, attr_dict) -> None:
-        """A program's keyword arguments, from ``texts.kwarg_lines``' ``lines``."""
-        for name, attrs, line, col, _end in lines:
-            keyword = name[6:] if name.startswith("kwarg_") else name
-            v = block.add_argument(NULL_TYPE, name, keyword=keyword, attrs=attr_dict(attrs) if attrs is not None else {})
+    def define_args(self, block, args, keywords: bool) -> None:
+        """A block header's arguments: ``(name, attribute dict or None when none is printed, line,
+        column)`` each; ``keywords``: a '^kw:' header (``%kwarg_x`` is keyword ``x``)."""
+        for name, attrs, line, col in args:
+            keyword = (name[6:] if name.startswith("kwarg_") else name) if keywords else None
+            v = block.add_argument(NULL_TYPE, name, keyword=keyword, attrs=attrs or {})
             v.attrs_shown = attrs is not None  # type: ignore[attr-defined]
             self.define(name, v, line, col)
         block.dirty = False
