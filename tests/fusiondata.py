@@ -73,3 +73,70 @@ def check(case: str, variant: str, rank: int) -> dict[str, str | None]:
     res = ShardPipeline(src, ShardOptions(dense=True, **opts)).lower(rank, copy=False)
     out["dense"] = first_difference(text(case, variant, rank, "dense"), res.text)
     return out
+
+
+# ------------------------------------------------------------------ pipeline stages (pp2 x dp2)
+# gen_fusion.py PP_CASES: gen_pp.py's LLaMA on pp2 x dp2 with enable_tensor_fusion, every rank;
+# variant -> (schedule, accumulate steps) (None: no schedule, gen_pp.py's JOBS model); distc's
+# inputs are gen_pp.py's stage-0 programs (pp/ store; sched/ archive for the schedule model)
+PP = "llama_pp2dp2"
+PP_VARIANTS = {"fuse": None, "FThenB.a2.fuse": ("FThenB", 2), "1F1B.a2.fuse": ("1F1B", 2),
+               "GM.a2.fuse": ("GM", 2)}
+
+
+def pp_text(variant: str, rank: int, snap: str) -> str:
+    return archive(PP)[f"{PP}.{variant}.r{rank}.{snap}"]
+
+
+def pp_check(rank: int) -> dict[str, str | None]:
+    """:func:`check` for the pp2 x dp2 program without a schedule (each stage's buffers on its
+    mesh, the clip's norms resharded to the first stage and back)."""
+    from distc.pipeline import ShardOptions, ShardPipeline
+    from distc.syntax.parser import parse_program
+
+    src = parse_program(llmdata.get("clip", PP, "s0", rank, "before_partition", root=llmdata.PP))
+    sprog = parse_program(llmdata.get("clip", PP, "s0", rank, "startup_after_remove", root=llmdata.PP))
+    want = lambda snap: pp_text("fuse", rank, snap + ".ir")  # noqa: E731
+    out: dict[str, str | None] = {}
+    res = ShardPipeline(src.clone(), ShardOptions(annotate_only=True, tensor_fusion=True)).lower(rank, copy=False)
+    out["before"] = first_difference(want("before_partition"), res.text)
+    res = ShardPipeline(src.clone(), ShardOptions(tensor_fusion=True), startup=sprog).lower(rank, copy=False)
+    out["main"] = first_difference(want("after_reshard"), res.text)
+    out["startup"] = first_difference(want("startup_final"), res.startup_text)
+    res = ShardPipeline(src, ShardOptions(dense=True, tensor_fusion=True)).lower(rank, copy=False)
+    out["dense"] = first_difference(want("dense"), res.text)
+    return out
+
+
+def pp_sched_build(variant: str, ranks: list[int]):
+    """distc's results for a schedule variant (``distc shard --tensor-fusion --pp-schedule MODE
+    --acc-steps K --paddle`` from the stage-0 program of gen_pp.py's schedule model): (options,
+    rank -> RankResult)."""
+    import scheddata
+    from distc.pipeline import ShardOptions, shard_ranks
+
+    mode, acc = PP_VARIANTS[variant]
+    src, _ = scheddata.main_input(PP, mode, acc, "s0")
+    startups = {r: scheddata.parsed(scheddata.base(PP, "GM" if mode == "GM" else "FThenB", acc, "s0", r)
+                                    + "startup_after_remove.ir") for r in ranks}
+    opts = ShardOptions(stage=1, mesh_dims=("dp",), pp_schedule=None if mode == "GM" else mode, acc_steps=acc,
+                        paddle_merge=True, tensor_fusion=True)
+    return opts, shard_ranks(scheddata.parsed(src), ranks, startup=startups, options=opts)
+
+
+def pp_sched_mismatches(variant: str, ranks: list[int]) -> list[str]:
+    """``rR SNAPSHOT`` of every file of a schedule variant where distc is not Paddle (ring ids
+    renamed): dist_final, dense, the job list, each job program, startup_final; and the job types
+    where the two plans differ."""
+    _, res = pp_sched_build(variant, ranks)
+    bad = []
+    for r, x in res.items():
+        b = f"{PP}.{variant}.r{r}."
+        got = {"dist_final.ir": x.text, "dense.ir": str(x.dense), "jobs.txt": x.plan.job_list_text(),
+               "startup_final.ir": x.startup_text}
+        got.update({f"job.{t}.ir": str(p) for t, p in x.plan.programs.items()})
+        want = sorted(n[len(b):] for n in archive(PP) if n.startswith(b + "job."))
+        if sorted(k for k in got if k.startswith("job.")) != want:
+            bad.append(f"r{r} job types {sorted(k for k in got if k.startswith('job.'))} != {want}")
+        bad += [f"r{r} {snap}" for snap, t in got.items() if first_difference(archive(PP)[b + snap], t) is not None]
+    return bad

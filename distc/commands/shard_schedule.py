@@ -106,12 +106,15 @@ def prove(pipe: ShardPipeline, serial: Program, names) -> tuple[int, dict]:
         for _, res in sorted(results.items()):
             for n, d in (res.layouts or {}).items():
                 layouts.setdefault(n, d)
+        # tensor fusion: each rank's slice@ states against their piece (the buffers' layout: its dist program)
+        mains = {r: res.fused_dist for r, res in results.items() if res.fused_dist is not None} or None
         if isinstance(st, Program):
             reports.append(("verify startup", run_verify(st.clone(), sprogs, seed=0, rtol=1e-6, atol=1e-8,
-                                                         label="startup", layouts=layouts)))
+                                                         label="startup", layouts=layouts, mains=mains)))
         else:  # per-rank serial startup programs (a pipeline stage's): each rank against its own
             for r, sp in sorted(st.items()):
                 reports.append((f"verify startup (rank {r})", run_verify(sp.clone(), {r: sprogs[r]}, seed=0, rtol=1e-6,
-                                                                         atol=1e-8, label="startup", layouts=layouts)))
+                                                                         atol=1e-8, label="startup", layouts=layouts,
+                                                                         mains=mains)))
     status = report_out(reports, False, err=True)
     return status, {name: rep.as_dict() for name, rep in reports}

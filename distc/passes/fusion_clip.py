@@ -20,6 +20,7 @@ from ..ir.builder import InsertPoint
 from ..ir.core import Operation, Value
 from ..ir.dist import VecDistAttr
 from ..ir.types import VectorType
+from .fusion_stages import clip_mesh
 from .sharding_util import fail
 
 
@@ -39,14 +40,14 @@ def write_clip(f, todo: list, tpl: dict[str, Operation]) -> list:
                              "ClipGradByGlobalNorm is rewritten for fusion")
     mk = f.mk
     api = f.api(InsertPoint.at_end(f.block))
-    mesh = todo[0][1].dist_attr.mesh
+    mesh, pp = clip_mesh([p.dist_attr.mesh for _, p, _, _ in todo])  # pp: norms to the first stage and back
     dtype = todo[0][2].type.dtype
     clip_norm = tpl["clip_norm"]
     fused = [u for b in f.buffers for u in b.updates]
     has_dist = any(f.is_dist(u) for u in fused)
     has_not_dist = any(not f.is_dist(u) for u in fused)
 
-    def clone(op: Operation, operands, types, attrs=None) -> Value:
+    def clone(op: Operation, operands, types, attrs=None, on=None) -> Value:
         def ent(v):
             t = v.type
             return VecDistAttr(tuple(e.dist for e in t.elements)) if isinstance(t, VectorType) else t.dist
@@ -54,7 +55,10 @@ def write_clip(f, todo: list, tpl: dict[str, Operation]) -> list:
         a = {k: v for k, v in op.attrs.items() if k not in ("op_dist_attr", "op_role", "stop_gradient")}
         a.update(attrs or {})
         return api.insert(op.name, list(operands), list(types), a,
-                          mk.op_dist(mesh, [ent(v) for v in operands], [t.dist for t in types])).result
+                          mk.op_dist(on or mesh, [ent(v) for v in operands], [t.dist for t in types])).result
+
+    def moved(v: Value, to) -> Value:  # Paddle's paddle.distributed.reshard(v, to, [Replicate()])
+        return api.reshard(v, mk.tensor_dist(to, (-1,) * len(v.type.shape))) if pp and v.type.dist.mesh != to else v
 
     def add_n(vs: list[Value]) -> Value:  # paddle.stack(vs).sum()
         st = clone(tpl[ops.STACK], [api.combine(vs)], [f.vtype([len(vs)] + list(vs[0].type.shape), dtype, mesh)])
@@ -64,7 +68,8 @@ def write_clip(f, todo: list, tpl: dict[str, Operation]) -> list:
     kinds: list[list[Value]] = [[], [], []]  # plain, dist pieces, other pieces
     for u, p, g, pc in todo:
         if need_clip(p):
-            n = clone(tpl[ops.SQUARED_L2_NORM], [g], [f.vtype([1], g.type.dtype, mesh)])
+            gm = g.type.dist.mesh if pp else mesh
+            n = moved(clone(tpl[ops.SQUARED_L2_NORM], [g], [f.vtype([1], g.type.dtype, gm)], on=gm), mesh)
             kinds[0 if pc is None else 1 if f.is_dist(u) else 2].append(n)
     sums = [add_n(k) if k else None for k in kinds]
     norm = add_n([sums[0]]) if sums[0] is not None else None
@@ -89,5 +94,5 @@ def write_clip(f, todo: list, tpl: dict[str, Operation]) -> list:
     mx = clone(clip_norm, [], [f.vtype([1], dtype, mesh)])
     big = clone(tpl["pd_op.maximum"], [norm, mx], [f.vtype([1], dtype, mesh)])
     scale = clone(tpl[ops.DIVIDE], [mx, big], [f.vtype([1], dtype, mesh)])
-    return [(u, p, clone(tpl[ops.MULTIPLY], [g, scale], [g.type]) if need_clip(p) else g, pc)
-            for u, p, g, pc in todo]
+    return [(u, p, clone(tpl[ops.MULTIPLY], [g, moved(scale, g.type.dist.mesh)], [g.type],
+                         on=g.type.dist.mesh if pp else mesh) if need_clip(p) else g, pc) for u, p, g, pc in todo]

@@ -30,6 +30,7 @@ class Update:
     states: dict[int, Operation]  # operand index -> the pd_op.data of a state / beta pow / master
     sig: object = None  # its optimizer signature
     operands: list = field(default_factory=list)  # its operands
+    mesh: object = None  # the parameter's mesh (kept: a dense program's values have none)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Buffer:
     pieces: list[Piece] = field(default_factory=list)  # this rank's
     group: list[int] = field(default_factory=list)  # its sharding group (a buffer of a sub-mesh: that one's)
     rank_index: int = 0  # the rank's place in it
+    ring: list[int] = field(default_factory=list)  # the communicator's ranks, if not ``group``'s (another pp stage's)
 
 
 def param_name(v: Value) -> str:

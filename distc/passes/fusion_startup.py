@@ -81,7 +81,7 @@ def fuse_startup(startup: Program, f) -> None:
     for o in lr_ops:
         blk.append(o)
     for u, _, _, pc in f.todo:
-        if f.o.rank not in u.param.dist_attr.mesh.process_ids:
+        if f.o.rank not in u.mesh.process_ids:
             continue
         for _, d in sorted(u.states.items(), key=lambda kv: ACC_ORDER.get(acc_kind(data_name(kv[1])), 9)):
             _state(f, blk, mk, data_name(d), inits, pc)
@@ -150,7 +150,7 @@ def _state(f, blk, mk: Maker, name: str, inits: dict[str, Operation], pc) -> Non
         out = "slice@" + name
         if acc_kind(name) not in POWS:
             shape = [pc.end - pc.begin]
-            mesh = t.dist.mesh if isinstance(t, DistTensorType) else pc.update.param.dist_attr.mesh
+            mesh = t.dist.mesh if isinstance(t, DistTensorType) else pc.update.mesh
             t = f.vtype(shape, t.dtype, mesh)
             attrs["shape"] = mk.int_array(shape)
             attrs["op_dist_attr"] = mk.op_dist(mesh, [], [t.dist])

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..dialects import ops
 from ..dialects.grads import grad_operand as _grad_operand, params_grads, role
-from ..dialects.pir_kwargs import inserted
+from ..dialects.pir_kwargs import cloned, inserted
 from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import BlockArgument, Operation, Program, Value
@@ -209,14 +209,16 @@ def _scale_accumulators(prog: Program, mk: Maker, made: list[MergeVar], k: int) 
 
 
 def merge_gradients(prog: Program, k_steps: int, avg: bool = True, paddle: bool = True,
-                    resharded: set[str] = frozenset()) -> list[MergeVar]:  # type: ignore[assignment]
+                    resharded: set[str] = frozenset(), pairs=None) -> list[MergeVar]:  # type: ignore[assignment]
     """The pass on ``prog`` (a rank's dist program); returns the accumulators made.  ``paddle``:
     average as Paddle 3.3.1 does, at each update (after a global-norm clip of the sum); else,
-    where a global-norm clip reads the gradients, average the accumulators before it."""
+    where a global-norm clip reads the gradients, average the accumulators before it.  ``pairs``:
+    (parameter name, gradient) to merge, if not the updates' (tensor fusion: every fused
+    parameter's whole gradient, as backward made it, before its buffer)."""
     mk = Maker(prog.style)
     block = prog.block
     made: list[MergeVar] = []
-    for param, grad in params_grads(prog, resharded):
+    for param, grad in (params_grads(prog, resharded) if pairs is None else pairs):
         gdef = grad.owner
         assert gdef is not None
         acc = block.add_argument(grad.type, keyword=param + "@GRAD@MERGE")
@@ -245,7 +247,11 @@ def merge_gradients(prog: Program, k_steps: int, avg: bool = True, paddle: bool 
             _scale_accumulators(prog, mk, made, k_steps)
     for mv in made:
         _reset(prog, mk, mv)
-    order = inserted([a.keyword for a in block.args if a.keyword is not None])
+    keys = [a.keyword for a in block.args if a.keyword is not None]
+    if pairs is not None:  # tensor fusion: its buffers' kwargs come as a clone of the program has them
+        old = [k for k in keys if not k.endswith("@GRAD@MERGE")]
+        keys = cloned(old) + [k for k in keys if k.endswith("@GRAD@MERGE")]
+    order = inserted(keys)
     by_key = {a.keyword: a for a in block.args if a.keyword is not None}
     block.args = [a for a in block.args if a.keyword is None] + [by_key[k] for k in order]
     for i, a in enumerate(block.args):
@@ -270,7 +276,10 @@ class GradientMergePass(ModulePass):
 
             raise DiagnosticError(f"gradient-merge: k_steps must be 1 or more, not {self.k_steps}")
         clip = has_global_clip(prog)
-        made = merge_gradients(prog, self.k_steps, self.avg, self.paddle, ctx.stats.resharded_grads)
+        fused = ctx.stats.fusion  # tensor fusion: the gradients before their buffers (Paddle's params_grads)
+        pairs = None if fused is None else [(u.name, u.grad) for u in fused.ups if u.grad.owner is not None
+                                            and u.grad.owner.parent is prog.block]
+        made = merge_gradients(prog, self.k_steps, self.avg, self.paddle, ctx.stats.resharded_grads, pairs)
         ctx.stats.merged_grads = [(m.name, m.acc.type) for m in made]
         ctx.notes.append(f"gradient-merge: {len(made)} gradient(s) accumulated over {self.k_steps} micro-batches"
                          + (", averaged" if self.avg else ""))

@@ -41,6 +41,7 @@ from ..ir.core import Operation, Program, Value
 from ..ir.dist import VecDistAttr
 from ..ir.types import DTYPE_SUFFIX_TO_NAME, DistTensorType
 from .base import ModulePass, PassContext, register
+from .fusion_stages import stage_meshes
 from .fusion_layout import (ACC_ORDER, POWS, Buffer, Piece, Update, acc_kind, data_name, dtype_bytes, group_by_size,
                             local_shape, make_buffer, numel, param_name, value_name)
 from .paddle_api import PaddleAPI
@@ -81,6 +82,7 @@ class TensorFusionPass(ModulePass):
     release_grads: bool = False  # strategy.sharding.release_gradients
     align: int = 256  # bytes a parameter is aligned to (Paddle's alignment table: gpu, npu, xpu)
     stage3: bool = False  # beyond Paddle: the parameters too are kept as the rank's shard only
+    pipeline: bool = False  # strategy.pipeline (a schedule): the gradients are not made persistable
 
     def apply(self, prog: Program, ctx: PassContext) -> None:
         if self.rank < 0 or self.axis < 0 or self.align < 1:
@@ -119,7 +121,8 @@ class Fusion:
                        and (v := op.operand(i)) is not None and v.owner is not None]
             states = {i: v.owner for i, r in enumerate(roles) if r in (STATE, BETA_POW, MASTER)
                       and (v := op.operand(i)) is not None and v.owner is not None and v.owner.name == ops.DATA}
-            out.append(Update(op, p, self.raw_grad(g), param_name(p), scalars, states, sig, list(op.operands)))
+            out.append(Update(op, p, self.raw_grad(g), param_name(p), scalars, states, sig, list(op.operands),
+                              p.dist_attr.mesh))
         if not out:
             raise fail(None, "tensor-fusion: no optimizer update in the program")
         return out
@@ -150,6 +153,9 @@ class Fusion:
         o = self.o
         ups = self.updates()
         mesh = ups[0].param.dist_attr.mesh
+        pp = stage_meshes(u.param.dist_attr.mesh for u in ups)  # pipeline stages: the rank's own stage's
+        mesh = next((u.param.dist_attr.mesh for u in ups if o.rank in u.param.dist_attr.mesh.process_ids), mesh) \
+            if pp else mesh
         if o.axis >= mesh.ndim:
             raise fail(ups[0].op, f"tensor-fusion: the sharding mesh dim {o.axis} is not a dim of mesh "
                                   f"{list(mesh.shape)}")
@@ -177,6 +183,8 @@ class Fusion:
             i, _ = (gm.index(o.rank) if o.rank in gm else min(at, len(gm) - 1)), self.ring(gm)
             for gi, idx in enumerate(group_by_size(us, limit)):
                 self.buffers.append(make_buffer(gi, m, [us[k] for k in idx], o.align, gm, i))
+                if pp and m != mesh:  # another stage's buffer: with this rank's communicator, as Paddle
+                    self.buffers[-1].ring = self.group
         self.ups = ups
         self.ctx.notes.append(f"tensor-fusion: rank {o.rank}: {len(self.buffers)} buffer(s) over sharding group "
                               f"{self.group}; updates {sum(len(b.pieces) for b in self.buffers)} parameter "
@@ -191,6 +199,7 @@ class Fusion:
     # -- rewriting ------------------------------------------------------------------------------
     def rewrite(self, ups: list[Update], plain: list[Update]) -> None:
         from .fusion_clip import write_clip
+        from .fusion_stages import lr_per_run
 
         blk = self.block
         lr = ups[0].operands[[r for r, _ in ups[0].sig.operands].index("lr")]
@@ -233,10 +242,12 @@ class Fusion:
         # the inner optimizer's apply_gradients sorts its (param, grad) pairs by parameter name
         todo.sort(key=lambda t: ("slice@" if t[3] is not None else "") + t[0].name)
         self.todo = todo
+        runs = lr_per_run(todo, [r for r, _ in ups[0].sig.operands].index("lr")) if lr_late else None
+        self.lr_of = runs[1] if runs else {}
         if clip:
             todo = write_clip(self, todo, tpl)
-        if lr_late:
-            blk.append(lr_op)
+        for op in (runs[0] if runs else [lr_op] if lr_late else []):
+            blk.append(op)
         made = [self.states(u, pc) for u, _, _, pc in todo]
         last = {id(pc): self.update(u, p, g, st, pc) for (u, p, g, pc), st in zip(todo, made)}
         if self.o.stage3:
@@ -259,7 +270,7 @@ class Fusion:
         api = self.api(at, op_role=0)
         for b in self.buffers:
             shard, fused = self.kw["shard@" + b.name], self.kw[b.name]
-            ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, b.group, [b.size])
+            ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, b.group, [b.size], ring=b.ring)
             api.insert("pd_op.share_var", [fused, ag], [], {}, mk.op_dist(b.mesh, [fused.type.dist, ag.type.dist], []),
                        with_stop_gradient=False)
             begin = 0
@@ -316,9 +327,9 @@ class Fusion:
                                                   function="tensor-fusion"))
 
     def collective(self, api: PaddleAPI, name: str, kind: str, x: Value, ranks, out_shape, extra=None,
-                   stream: bool = False) -> Value:
+                   stream: bool = False, ring=None) -> Value:
         mk = self.mk
-        attrs = {"ring_id": mk.i32(self.ring(ranks))}
+        attrs = {"ring_id": mk.i32(self.ring(ring or ranks))}
         if kind != ALL_REDUCE:
             attrs["nranks"] = mk.i32(len(ranks))
         attrs.update(extra or {})
@@ -368,7 +379,7 @@ class Fusion:
     def coalesced(self, b: Buffer, grads: list[Value], at: InsertPoint) -> Value:
         mk = self.mk
         api = self.api(at)
-        for g in grads:
+        for g in grads if not self.o.pipeline else ():
             self.set_persistable(g)
         vec = api.combine(grads)
         gvec = VecDistAttr(tuple(g.dist_attr for g in grads))
@@ -418,7 +429,7 @@ class Fusion:
         st = self.vtype([b.shard], fused.type.dtype, b.mesh)
         view = self.view_slice(api, fused, begin, begin + b.shard, st)
         rs = self.collective(api, "pd_op.reduce_scatter", REDUCE_SCATTER, fused, b.group, [b.shard],
-                             stream=self.o.overlap)
+                             stream=self.o.overlap, ring=b.ring)
         api.insert("pd_op.share_var", [view, rs], [], {}, mk.op_dist(b.mesh, [st.dist, st.dist], []),
                    with_stop_gradient=False)
         api = self.api(InsertPoint.at_end(self.block))
@@ -469,6 +480,8 @@ class Fusion:
                 operands[i] = p
             elif r == GRAD:
                 operands[i] = g
+            elif r == "lr" and id(u) in self.lr_of:
+                operands[i] = self.lr_of[id(u)]
             elif i in st:
                 operands[i] = st[i]
             elif r == SCALAR and v is not None and id(v.owner) in fulls:
@@ -495,6 +508,7 @@ class Fusion:
             v = last[-1].results[0]
             api.insert("pd_op.nop", [v], [v.type], {"execution_stream": mk.str(SHARDING_STREAM)},
                        mk.op_dist(b.mesh, [v.dist_attr], [v.dist_attr]))
-        ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, b.group, [b.size], stream=self.o.overlap)
+        ag = self.collective(api, "pd_op.all_gather", ALL_GATHER, shard, b.group, [b.size], stream=self.o.overlap,
+                             ring=b.ring)
         api.insert("pd_op.share_var", [fused, ag], [], {}, mk.op_dist(b.mesh, [fused.type.dist, ag.type.dist], []),
                    with_stop_gradient=False)

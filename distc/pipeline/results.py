@@ -52,6 +52,7 @@ class RankResult:
     dense: Program | None = None  # and: the dense program as the scheduler leaves it (= program with dense)
     layouts: dict | None = None  # and: name -> layout of each data/parameter of the rank's dist program
     rings: dict | None = None  # and: ring id -> group (ranks), as this rank's programs number them
+    fused_dist: Program | None = None  # and tensor fusion: the dist program (its buffers, for the proof)
     steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)

@@ -64,6 +64,8 @@ def prove_step(serial: Program, results: Mapping[int, RankResult], options: Shar
     ranks = program_ranks(serial)
     _every_rank(results, ranks, "the whole-step proof")
     jobs = {r: rank_jobs(results[r].plan, results[r].rings or {}, results[r].layouts or {}) for r in ranks}
+    for r in ranks:  # tensor fusion: the buffers and their views, as the startup program leaves them
+        jobs[r].fused_from = results[r].fused_dist
     made = set()
     for r, sp in (startups or {}).items():
         if r in jobs:

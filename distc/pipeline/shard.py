@@ -106,8 +106,6 @@ class ShardOptions:
             raise ValueError("annotate_only and dense exclude each other")
         if self.stage == 0 and self.axis not in (None, ""):
             raise ValueError("axis chooses the mesh dim ZeRO shards over; stage 0 shards nothing")
-        if self.tensor_fusion and self.scheduled:
-            raise ValueError("tensor fusion with a pipeline schedule or gradient merge is not supported")
         if self.tensor_fusion and self.stage not in (1, 2, 3):
             raise ValueError(f"tensor fusion is ZeRO-1 (Paddle's ShardingStage1) or 3 (distc's), not stage {self.stage}")
         if not self.tensor_fusion and (self.overlap or self.release_gradients or self.comm_buffer_mb != 256):
@@ -218,7 +216,7 @@ class ShardPipeline:
             return []
         out: list[ModulePass] = [TensorFusionPass(rank=rank, axis=self.fusion_axis(), buffer_mb=o.comm_buffer_mb,
                                                   overlap=o.overlap, release_grads=o.release_gradients,
-                                                  stage3=o.stage == 3)]
+                                                  stage3=o.stage == 3, pipeline=o.pp_schedule is not None)]
         return out if o.annotate_only else out + [PartitionPass()]
 
     def fusion_axis(self) -> int:
@@ -359,6 +357,8 @@ class ShardPipeline:
                 self._run(dist, prog, ctx, final_verify=not self.options.dense)
                 res.layouts = input_layouts(prog)
                 dist_final = None if self.options.dense else prog.clone()
+                if o.tensor_fusion:  # (the buffers' layout: what the whole-step proof starts from)
+                    res.fused_dist = dist_final or prog.clone()
                 self._run(dense, prog, ctx, final_verify=self.options.dense)
                 res.plan, res.dense = ctx.stats.job_plan, prog
                 res.rings = {ring: group for group, ring in ctx.rings.groups.items()}

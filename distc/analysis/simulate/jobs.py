@@ -44,6 +44,8 @@ class RankJobs:
     layouts: dict[str, TensorDistAttr]
     initial: dict[str, np.ndarray] = field(default_factory=dict)  # persistable name -> local value
     micro: list[dict[str, np.ndarray]] = field(default_factory=list)  # per micro-batch: data name -> value
+    fused_from: Program | None = None  # tensor fusion: the rank's dist program (its buffers' layout)
+    views: list = field(default_factory=list)  # and: the buffers and the values that are views of them
 
 
 def _persistable_arg(a) -> bool:
@@ -71,6 +73,9 @@ class JobRunner(RankRunner):
         super().__init__(sim, rank, next(iter(rj.programs.values())))
         self.rj = rj
         self.persist: dict[str, np.ndarray] = dict(rj.initial)
+        for v in rj.views:  # an in-place update of a buffer view writes into the buffer (RankRunner.run_ops)
+            self.views.add(id(v))
+            self.keep.append(v)
         self.scopes: list[dict[str, np.ndarray]] = [dict(m) for m in rj.micro]
         self.mb = 0
         self.job = ""
@@ -83,7 +88,8 @@ class JobRunner(RankRunner):
         else:
             raise self.err(op, f"job {self.job} {self.mb}: no value named {key!r} on this rank")
         t = op.results[0].type
-        return np.asarray(x).astype(np_dtype(t.dtype)) if hasattr(t, "dtype") else x
+        # (copy=False: a buffer view stays the view, so an in-place update reaches the buffer)
+        return np.asarray(x).astype(np_dtype(t.dtype), copy=False) if hasattr(t, "dtype") else x
 
     def run(self) -> Iterator:
         for job, mb in self.rj.jobs:
@@ -175,6 +181,14 @@ def verify_pipeline(serial: Program, ranks: Mapping[int, RankJobs], k: int, *, s
     for r, rj in ranks.items():
         rj.initial.update({n: piece(x, rj.layouts.get(n), r) for n, x in persist.items() if n in rj.layouts})
         rj.micro = [{n: piece(x, rj.layouts.get(n), r) for n, x in m.items() if n in rj.layouts} for m in micro]
+        if rj.fused_from is not None:
+            from .fused_inputs import fused_inputs
+            from .values import local_shape
+
+            fused = fused_inputs(rj.fused_from, r, persist, lambda n, t, r=r: _piece_of(persist[n], t, r),
+                                 lambda t, r=r: local_shape(t, r))
+            rj.initial.update(fused)
+            rj.views = list(fused.values())
     grads = [g for _, g in params_grads(serial)]
     updates = [op.operand(grad_operand(op)) for op in serial.ops if grad_operand(op) is not None] \
         if paddle_merge else None
@@ -203,11 +217,45 @@ def verify_pipeline(serial: Program, ranks: Mapping[int, RankJobs], k: int, *, s
             if not ok and report.divergence is None:
                 report.divergence = Divergence(r, None, f"{name} after the step is not its piece of the serial "
                                                         "value", name, a, rel)
+    _fused_states(cmp, report, want, persist, ranks, got)
     for r in sorted(ranks):
         for name, x in got[r].items():
             if name.endswith("@GRAD@MERGE") and np.any(np.asarray(x) != 0) and report.divergence is None:
                 report.divergence = Divergence(r, None, f"{name} is not reset to zero after the step", name)
     return report
+
+
+def _piece_of(x, t, rank: int) -> np.ndarray:
+    """The rank's piece of the serial value ``x`` by its dist type ``t`` here."""
+    from ...ir.types import DistTensorType
+
+    x = np.asarray(x)
+    if isinstance(t, DistTensorType) and x.shape == tuple(t.shape) and not t.dist.partial and \
+            not t.dist.is_replicated():
+        return expected_piece(x, t.dist, rank)
+    return x
+
+
+def _fused_states(cmp: Compare, report: StepReport, want, persist, ranks: Mapping[int, RankJobs], got) -> None:
+    """Tensor fusion: each rank's ``slice@`` states (and parameter pieces) after the step against
+    their piece of the serial value."""
+    from ...dialects.fusion import SLICE
+    from .fused_inputs import slice_piece
+
+    for name, w in want.items():
+        if not isinstance(w, np.ndarray) or name not in persist:
+            continue
+        for r in sorted(ranks):
+            prog = ranks[r].fused_from
+            if prog is None or SLICE + name not in got[r]:
+                continue
+            exp = slice_piece(prog, r, name, w)
+            if exp is None:
+                continue
+            ok, a, rel = cmp.close(got[r][SLICE + name], exp)
+            if not ok and report.divergence is None:
+                report.divergence = Divergence(r, None, f"{SLICE}{name} after the step is not its piece of the "
+                                                        f"serial {name}", SLICE + name, a, rel)
 
 
 # ------------------------------------------------------------------------------ inputs, serial

@@ -229,22 +229,46 @@ def program_layouts(programs: Mapping[int, Program]) -> dict[str, TensorDistAttr
     return out
 
 
+def _slice_index(mains: Mapping[int, Program] | None):
+    """(rank, name, serial shape) -> the global flat indices of the rank's ``slice@`` piece of
+    ``name`` (-1: the buffer's padding), from the rank's fused main program; None: not fused."""
+    if not mains:
+        return None
+    from .fused_inputs import slice_piece
+    from .kernels.randomness import global_index
+
+    def index(rank: int, name: str, shape: tuple) -> np.ndarray | None:
+        if rank not in mains:
+            return None
+        x = slice_piece(mains[rank], rank, name, global_index(shape).astype(np.float64) + 1)
+        return None if x is None else np.asarray(x, dtype=np.int64) - 1
+
+    return index
+
+
 def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Mapping[str, TensorDistAttr], *,
                    seed: int = 0, rtol: float = 1e-6, atol: float = 1e-8,
                    progress: Callable[[int], None] | None = None,
                    mains: Mapping[int, Program] | None = None) -> StepReport:
     """Each rank's startup program must leave every parameter and optimizer state (by name) as its
     piece, under ``layouts`` (the main rank programs' layouts) or its own dist type, of what the
-    serial startup program makes.  Initializers fill the shape their result type declares
+    serial startup program makes.  Constants kept under a name are filled with a pattern of that
+    name's own (the same in the serial and every rank program), so a constant-initialised model
+    proves which value went where.  Initializers fill the shape their result type declares
     (Paddle's per-rank startup programs keep the global ``shape`` attribute).  A fused ZeRO
     rank's ``slice@NAME`` values are compared with their piece of NAME, the buffer layout read from
     its main program (``mains``)."""
     report = StepReport(sorted(programs), rtol, atol)
     if _unprovable(report, serial, programs):
         return report
+    # every named value of the serial startup program that a constant fills is told apart by name
+    # (kernels.init.tagged_constant): zeros and ones kept under the wrong name are found too
+    tags = {n: (tuple(v.type.shape), v.type.dist if isinstance(v.type, DistTensorType) else None)
+            for n, v in step_state(serial).items() if getattr(v.type, "shape", None) is not None}
     try:
-        sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True, seed=seed)
-        rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True, layouts=layouts)
+        sv = simulate_serial(serial, {}, progress=progress, shapes_from_types=True, seed=seed, tags=tags)
+        rv = simulate_ranks(programs, {}, seed=seed, progress=progress, shapes_from_types=True, layouts=layouts,
+                            tags=tags, slice_index=_slice_index(mains))
     except SimulationError as e:
         return _file(report, e, Divergence(e.rank, e.op, e.message, filename=_where(e, programs, serial)))
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
@@ -267,10 +291,13 @@ def verify_startup(serial: Program, programs: Mapping[int, Program], layouts: Ma
         if not isinstance(want, np.ndarray):
             continue
         found = {r: (st[name], rv[r].get_value(st[name])) for r, st in rstate.items() if name in st}
-        if not found and mains and _fused_states(cmp, name, want, programs, rstate, rv, mains):
+        # fused ZeRO: each rank's slice@ pieces of it, whether or not the rank keeps the whole value too
+        if mains and _fused_states(cmp, name, want, programs, rstate, rv, mains) and not found:
             if report.divergence is not None:
                 break
             continue
+        if report.divergence is not None:
+            break
         lay = layouts.get(name)
         lacking = sorted(r for r in rstate if r not in found and (lay is None or r in lay.mesh.process_ids))
         if mains and not found:  # fused ZeRO: a rank holding no piece of it lacks nothing

@@ -27,8 +27,11 @@ class Simulator:
     def __init__(self, programs: Mapping[int, Program], inputs: Mapping[str, Any], seed: int,
                  rings: Mapping[int, Iterable[int]] | None, check_types: bool, strict_rings: bool,
                  serial: bool = False, progress: Callable[[int], None] | None = None,
-                 shapes_from_types: bool = False, layouts: Mapping[str, TensorDistAttr] | None = None) -> None:
+                 shapes_from_types: bool = False, layouts: Mapping[str, TensorDistAttr] | None = None,
+                 tags: Mapping[str, tuple] | None = None, slice_index: Callable | None = None) -> None:
         self.programs = dict(programs)
+        self.tags = tags  # a startup proof: constants kept under these names are told apart (kernels.init)
+        self.slice_index = slice_index  # (rank, name, shape) -> the global indices of its slice@ piece
         self.layouts = dict(layouts or {})  # name -> layout, for dense-typed startup values
         self.shapes_from_types = shapes_from_types
         self.serial = serial
@@ -355,7 +358,8 @@ def _undeclared_reduce(m: Coll) -> bool:
 def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *, seed: int = 0,
                    rings: Mapping[int, Iterable[int]] | None = None, check_types: bool = True,
                    strict_rings: bool = False, progress: Callable[[int], None] | None = None,
-                   shapes_from_types: bool = False, layouts: Mapping[str, TensorDistAttr] | None = None
+                   shapes_from_types: bool = False, layouts: Mapping[str, TensorDistAttr] | None = None,
+                   tags: Mapping[str, tuple] | None = None, slice_index: Callable | None = None
                    ) -> dict[int, RankValues]:
     """Run ``programs[rank]`` on every rank in lockstep.
 
@@ -370,15 +374,15 @@ def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *
     when a rank cannot run its program or the ranks deadlock.
     """
     return Simulator(programs, inputs, seed, rings, check_types, strict_rings, progress=progress,
-                     shapes_from_types=shapes_from_types, layouts=layouts).run()
+                     shapes_from_types=shapes_from_types, layouts=layouts, tags=tags, slice_index=slice_index).run()
 
 
 def simulate_serial(program: Program, inputs: Mapping[str, Any], *, check_types: bool = True,
                     progress: Callable[[int], None] | None = None, shapes_from_types: bool = False,
-                    seed: int = 0) -> RankValues:
+                    seed: int = 0, tags: Mapping[str, tuple] | None = None) -> RankValues:
     """Run a global-view program once, on global values: every op runs whatever its mesh,
     ``shard_tensor``/``reshard`` pass values through, a partial type is only a layout (the value
     is the reduced one).  A program with communication is not a global view."""
     return Simulator({0: program}, inputs, seed, None, check_types, False, serial=True, progress=progress,
-                     shapes_from_types=shapes_from_types).run()[0]
+                     shapes_from_types=shapes_from_types, tags=tags).run()[0]
 

@@ -74,6 +74,13 @@ FUSION_VARIANTS = {  # variant -> strategy.sharding settings (None: no fusion)
     "ovrel": {"enable_overlap": True, "release_gradients": True},
 }
 MOE_CASES = {"moe_dp2ep2": ([[0, 1], [2, 3]], ["dp", "ep"])}
+# pipeline (`pp/`): gen_pp.py's LLaMA on pp2 x dp2 ([[0,1],[2,3]], dims pp,dp), ShardingStage1("dp")
+# with enable_tensor_fusion, every rank; variant = [MODE.aACC.]fuse: no schedule (gen_pp.py's JOBS
+# model: one decoder layer a stage) or gen_pp.py's SCHED model with strategy.pipeline (FThenB, 1F1B)
+# or strategy.gradient_merge (GM) at ACC accumulate steps
+PP_CASES = {"llama_pp2dp2": [0, 1, 2, 3]}
+PP_VARIANTS = ["fuse", "FThenB.a2.fuse", "1F1B.a2.fuse", "GM.a2.fuse"]
+PP_KEEP = ("before_partition", "after_reshard", "dense", "startup_final", "dist_final", "jobs")  # (and job.*)
 MOE_VARIANTS = ["s0", "s1", "s3", "s0u", "s1u", "s3u", "s1f"]
 
 
@@ -91,6 +98,9 @@ LLAMA_SKIP = ("s0", "s1")
 def jobs(outdir):
     """MoE first, then the MLP, then the LLaMA decoder (slowest)."""
     out = []
+    for v in PP_VARIANTS:
+        for case, ranks in PP_CASES.items():
+            out += [("pp", case, v, r, outdir) for r in ranks]
     for case, (ids, _) in MOE_CASES.items():
         for v in MOE_VARIANTS:
             out += [("moe", case, v, r, outdir) for r in flat(ids)]
@@ -108,24 +118,30 @@ def kept(group, case, variant, rank, snap) -> bool:
     programs (gen_llm.py's, in llm/)."""
     if snap == "startup.before":
         return False
+    if group == "pp":  # distc's inputs are gen_pp.py's (pp/, sched/): Paddle's results only
+        return snap in PP_KEEP or snap.startswith("job.")
     if group == "moe":
         return snap != "after_remove"
     return not (case.startswith("llama") and variant in LLAMA_SKIP)
 
 
 def pack_fusion(src, dest):
-    """The fusion/ programs as one xz archive a case (gen_pp.py's pack_sched: the files of a
-    case differ little between ranks and variants): DEST/CASE.tar.xz."""
+    """The fusion/ (and pp/) programs as one xz archive a case (gen_pp.py's pack_sched: the files
+    of a case differ little between ranks and variants): DEST/CASE.tar.xz."""
+    import re
     import shutil
     import tempfile
 
     from gen_pp import pack_sched
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "sched"))
-        for f in sorted(os.listdir(os.path.join(src, "fusion"))):
-            parts = f.split(".")
-            if len(parts) >= 5 and kept("fusion", parts[0], parts[1], int(parts[2][1:]), ".".join(parts[3:-1])):
-                shutil.copyfile(os.path.join(src, "fusion", f), os.path.join(tmp, "sched", f))
+        for group in ("fusion", "pp"):
+            if not os.path.isdir(os.path.join(src, group)):
+                continue
+            for f in sorted(os.listdir(os.path.join(src, group))):
+                m = re.match(r"(\w+)\.([\w.]+?)\.r(\d+)\.([\w.]+)\.(ir|txt)$", f)
+                if m and (f.endswith(".error.txt") or kept(group, m.group(1), m.group(2), int(m.group(3)), m.group(4))):
+                    shutil.copyfile(os.path.join(src, group, f), os.path.join(tmp, "sched", f))
         pack_sched(tmp, dest)
 
 
@@ -158,14 +174,14 @@ def _with_strategy(settings):
 
     orig = gen_stage1.run_engine
 
-    def run_engine(model, dloader, loss, opt, snapshot_cb, timings=None, strategy=None):
+    def run_engine(model, dloader, loss, opt, snapshot_cb, timings=None, strategy=None, **kw):
         import paddle.distributed as dist
         if settings is not None:
             strategy = strategy or dist.Strategy()
             strategy.sharding.enable_tensor_fusion = True
             for k, v in settings.items():
                 setattr(strategy.sharding, k, v)
-        return orig(model, dloader, loss, opt, snapshot_cb, timings, strategy=strategy)
+        return orig(model, dloader, loss, opt, snapshot_cb, timings, strategy=strategy, **kw)
 
     gen_stage1.run_engine = run_engine
 
@@ -187,6 +203,19 @@ def fusion_capture(case, variant, snapshot_cb):
     else:
         name = {"llama_dp2": "llama_dp2", "llama_dp4": "llama_dp4", "llama_dp2mp2": "llama_dp2mp2"}[case]
         gen_llm.build_and_capture("clip", name, stage, snapshot_cb)
+
+
+def pp_capture(case, variant, snapshot_cb):
+    """gen_pp.py's LLaMA with tensor fusion: ``fuse`` without a schedule (config clip, gen_pp.JOBS's
+    model), ``MODE.aACC.fuse`` gen_pp.SCHED's model with that schedule (or gradient merge)."""
+    import gen_pp
+    from paddle.distributed.fleet.utils import tensor_fusion_helper
+
+    tensor_fusion_helper.__current_device_type__ = "gpu"  # the CPU wheel's device check
+    _with_strategy({})
+    parts = variant.split(".")
+    sched = (parts[0], int(parts[1][1:])) if len(parts) == 3 else None
+    gen_pp.build_and_capture("clip", case, "s1", snapshot_cb, sched)
 
 
 def moe_capture(case, variant, snapshot_cb):
@@ -276,13 +305,14 @@ def worker(group, case, variant, rank, outdir):
         got.setdefault(name, str(program))
 
     try:
-        (fusion_capture if group == "fusion" else moe_capture)(case, variant, cb)
+        {"fusion": fusion_capture, "moe": moe_capture, "pp": pp_capture}[group](case, variant, cb)
     except Exception as e:  # Paddle refused: its message, and the snapshots taken before
         with open(base + ".error.txt", "w", encoding="utf-8") as f:
             f.write(refusal(e) + "\n")
-    for s in SNAPSHOTS + (["after_remove"] if group == "moe" else []):  # MoE: share_data_ before dense
+    names = sorted(got) if group == "pp" else SNAPSHOTS + (["after_remove"] if group == "moe" else [])
+    for s in names:  # MoE: share_data_ before dense; pp: every snapshot (dist_final, jobs, job programs)
         if s in got:
-            with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
+            with open(f"{base}.{s}.{'txt' if s == 'jobs' else 'ir'}", "w", encoding="utf-8") as f:
                 t = got[s]
                 f.write(t if t.endswith("\n") else t + "\n")
 
@@ -290,7 +320,9 @@ def worker(group, case, variant, rank, outdir):
 def run_worker(job):
     group, case, variant, rank, outdir = job
     os.makedirs(os.path.join(outdir, group), exist_ok=True)
-    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+    # a schedule needs the world size (gen_pp.py: a rank's stage is rank // (world / pp degree))
+    world = str(len(PP_CASES[case])) if group == "pp" and variant != "fuse" else "8"
+    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=world,
                GLOG_minloglevel="2")
     env.pop("FLAGS_enable_moe_utils", None)
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", group, case, variant, str(rank),

@@ -14,6 +14,7 @@ from ..registry import kernel
 from ..values import attr, int_list, operand_or_attr, scalar
 from .randomness import normal, piece_index, stream_key, uniform01
 from ....dialects import ops
+from ....dialects.fusion import SLICE, buffer_names
 from ....ir.types import DistTensorType
 
 
@@ -50,6 +51,66 @@ def _draw(rt, op, shape, fn):
         raise rt.err(op, f"draws {list(shape)} for {name!r} but its type is local {list(want)}, and no layout "
                          "says which piece this rank holds")
     return [np.asarray(fn(key, idx), dtype=np.float64)]
+
+
+_MOVES = ("pd_op.slice", "pd_op.reshape", "pd_op.cast", "pd_op.assign", "pd_op.share_data_", "pd_op.share_data",
+          "dist_op.shard_tensor", "dist_op.reshard")
+
+
+def kept_as(v) -> str | None:
+    """The name ``v`` is kept under: a ``set_parameter``/``shadow_output`` of it or of a piece or
+    copy of it (``slice``, ``cast`` ...), else (a fused ZeRO-3 startup keeps no whole parameter)
+    its place in a ``coalesce_tensor_`` into a buffer kept as ``fused@-A-B-...``."""
+    for u, _ in v.uses:
+        if u.name in (ops.SET_PARAMETER, ops.SHADOW_OUTPUT):
+            return str(attr(u, "parameter_name" if u.name == ops.SET_PARAMETER else "output_name"))
+    for u, _ in v.uses:  # the whole value, a piece of it kept (a ZeRO state sliced for the rank)
+        if u.name in _MOVES and u.num_results:
+            n = kept_as(u.results[0])
+            if n is not None:
+                return n
+    for u, i in v.uses:
+        if u.name != ops.COMBINE:
+            continue
+        for c, _ in u.results[0].uses:
+            if c.name != ops.COALESCE_TENSOR_ or c.num_results < 2:
+                continue
+            for s, _ in c.results[1].uses:
+                names = buffer_names(str(attr(s, "output_name"))) if s.name == ops.SHADOW_OUTPUT else []
+                if i < len(names):
+                    return names[i]
+    return None
+
+
+def tagged_constant(rt, op, shape, value: float):
+    """A startup proof's constant (``Simulator.tags``: name -> its serial shape): a ``full``
+    whose result a ``set_parameter``/``shadow_output`` of such a name keeps is filled with
+    ``value`` plus a pattern of that name's own (in [0, 0.5), drawn per global element, each rank
+    its piece), so parameters and states that start as the same constant are told apart: a
+    piece taken from the wrong name, place or range is not its piece of the serial value.  None
+    for any other ``full``."""
+    name = kept_as(op.results[0])
+    if name is None:
+        return None
+    base = name[len(SLICE):] if name.startswith(SLICE) and name not in rt.sim.tags else name
+    if base not in rt.sim.tags:
+        return None
+    whole, serial_layout = rt.sim.tags[base]
+    if base != name:  # a fused ZeRO rank's slice@ state: its piece of the buffer (the rank's main program says)
+        idx = rt.sim.slice_index(rt.rank, base, tuple(whole)) if rt.sim.slice_index is not None else None
+        if idx is None or idx.shape != tuple(shape):
+            return None
+        pad = idx < 0  # (the buffer's padding: the constant itself)
+        x = uniform01(stream_key(rt.sim.seed, "constant", base), np.where(pad, 0, idx).astype(np.uint64))
+        return value + 0.5 * np.where(pad, 0.0, x)
+    t = op.results[0].type
+    layout = t.dist if isinstance(t, DistTensorType) and tuple(t.shape) == tuple(whole) else \
+        rt.sim.layouts.get(name) or serial_layout
+    idx = piece_index(tuple(whole), layout, None if rt.serial else rt.rank, tuple(shape))
+    if idx is None:
+        raise rt.err(op, f"fills {list(shape)} for {name!r}, whose serial value is {list(whole)}, and no layout "
+                         "says which piece this rank holds")
+    return value + 0.5 * uniform01(stream_key(rt.sim.seed, "constant", name), idx)
 
 
 def _shape(vals, op):

@@ -24,6 +24,12 @@ def full(rt, op, vals):
         want = rt.local_shape(op.results[0].type)
         if want is not None and all(d >= 0 for d in want):
             shape = tuple(want)
+    if rt.sim.tags is not None and np.dtype(dtype).kind == "f":
+        from .init import tagged_constant
+
+        x = tagged_constant(rt, op, shape, float(attr(op, "value", 0) or 0))
+        if x is not None:
+            return [np.asarray(x, dtype=dtype).reshape(shape)]
     return [np.full(shape, attr(op, "value", 0), dtype=dtype)]
 
 
