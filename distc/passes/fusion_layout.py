@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from ..dialects import ops
 from ..dialects.fusion import padded as padded_size, pieces as fused_pieces
 from ..ir.core import Operation, Value
-from ..ir.types import DistTensorType
+from ..ir import attrs as A
+from ..ir.builder import Maker
+from ..ir.types import DTYPE_SUFFIX_TO_NAME, DistTensorType
 
+NULL = A.RawAttr("<#AttrNull>")
 DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}
 ACC_ORDER = {"moment1": 0, "moment2": 1, "moment2_max": 2, "beta1_pow_acc": 3, "beta2_pow_acc": 4, "master": 5}
 POWS = ("beta1_pow_acc", "beta2_pow_acc")
@@ -163,3 +166,16 @@ def plan_summary(buffers: list[Buffer], group: list[int], rank: int) -> dict:
                     "group": list(b.group or group), "owners": owners(b, b.group or group),
                     "mine": [(pc.update.name, pc.end - pc.begin) for pc in b.pieces]})
     return {"rank": rank, "group": list(group), "buffers": out}
+
+
+def dtype_name(d: str) -> str:
+    return DTYPE_SUFFIX_TO_NAME.get(d, d)
+
+
+def coalesce_attrs(mk: Maker, align: int, dtype: str) -> dict:
+    """``coalesce_tensor_(xs, dtype, copy_data=True, set_constant=False, persist_output=False,
+    constant=0.0, use_align=True, align_size, size_of_dtype=-1, [], [])`` as Paddle calls it."""
+    return {"align_size": mk.i32(align), "concated_ranks": A.ArrayAttr(()), "concated_shapes": A.ArrayAttr(()),
+            "constant": mk.i32(0), "copy_data": A.BoolAttr(True), "dtype": A.IdentAttr(dtype_name(dtype)),
+            "persist_output": A.BoolAttr(False), "persistable": A.ArrayAttr((NULL, A.BoolAttr(True))),
+            "set_constant": A.BoolAttr(False), "size_of_dtype": mk.i32(-1), "use_align": A.BoolAttr(True)}

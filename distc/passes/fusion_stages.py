@@ -30,6 +30,13 @@ def stage_meshes(meshes) -> bool:
     return len(ms) > 1 and not any(set(a.process_ids) & set(b.process_ids) for a, b in combinations(ms, 2))
 
 
+def own_mesh(meshes: list, rank: int):
+    """(the mesh the rank's sharding group is taken from, whether the meshes are pipeline stages):
+    the first mesh, or among stages the rank's own stage's."""
+    pp = stage_meshes(meshes)
+    return next((m for m in meshes if rank in m.process_ids), meshes[0]) if pp else meshes[0], pp
+
+
 def clip_mesh(meshes):
     """(the mesh the global norm is summed on, whether the meshes are pipeline stages): Paddle's
     ``pp_stage0_mesh`` (the stage mesh holding process 0; else the one of the lowest process)."""

@@ -21,11 +21,10 @@ from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import VecDistAttr
 from ..ir.types import DistTensorType
-from .fusion_layout import ACC_ORDER, POWS, acc_kind, data_name
+from .fusion_layout import ACC_ORDER, POWS, acc_kind, coalesce_attrs, data_name
 from .base import ModulePass, PassContext
 from .paddle_api import PaddleAPI
 from .sharding_util import fail
-from .tensor_fusion import coalesce_attrs
 
 SINKS = (ops.SET_PARAMETER, ops.SHADOW_OUTPUT)
 

@@ -39,34 +39,21 @@ from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import VecDistAttr
-from ..ir.types import DTYPE_SUFFIX_TO_NAME, DistTensorType
+from ..ir.types import DistTensorType
 from .base import ModulePass, PassContext, register
-from .fusion_stages import stage_meshes
-from .fusion_layout import (ACC_ORDER, POWS, Buffer, Piece, Update, acc_kind, data_name, dtype_bytes, group_by_size,
-                            local_shape, make_buffer, numel, param_name, value_name)
+from .fusion_layout import (ACC_ORDER, NULL, POWS, Buffer, Piece, Update, acc_kind, coalesce_attrs, data_name,
+                            dtype_bytes, dtype_name, group_by_size, local_shape, make_buffer, numel, param_name,
+                            value_name)
+from .fusion_stages import lr_per_run, own_mesh
 from .paddle_api import PaddleAPI
 from .sharding_util import fail
 
-NULL = A.RawAttr("<#AttrNull>")
 SHARDING_STREAM = "auto_parallel_sharding"
 
 
 def role(op: Operation) -> int | None:
     v = getattr(op.attr("op_role"), "value", None)
     return v if isinstance(v, int) else None
-
-
-def dtype_name(d: str) -> str:
-    return DTYPE_SUFFIX_TO_NAME.get(d, d)
-
-
-def coalesce_attrs(mk: Maker, align: int, dtype: str) -> dict:
-    """``coalesce_tensor_(xs, dtype, copy_data=True, set_constant=False, persist_output=False,
-    constant=0.0, use_align=True, align_size, size_of_dtype=-1, [], [])`` as Paddle calls it."""
-    return {"align_size": mk.i32(align), "concated_ranks": A.ArrayAttr(()), "concated_shapes": A.ArrayAttr(()),
-            "constant": mk.i32(0), "copy_data": A.BoolAttr(True), "dtype": A.IdentAttr(dtype_name(dtype)),
-            "persist_output": A.BoolAttr(False), "persistable": A.ArrayAttr((NULL, A.BoolAttr(True))),
-            "set_constant": A.BoolAttr(False), "size_of_dtype": mk.i32(-1), "use_align": A.BoolAttr(True)}
 
 
 @register
@@ -152,10 +139,7 @@ class Fusion:
     def run(self) -> None:
         o = self.o
         ups = self.updates()
-        mesh = ups[0].param.dist_attr.mesh
-        pp = stage_meshes(u.param.dist_attr.mesh for u in ups)  # pipeline stages: the rank's own stage's
-        mesh = next((u.param.dist_attr.mesh for u in ups if o.rank in u.param.dist_attr.mesh.process_ids), mesh) \
-            if pp else mesh
+        mesh, pp = own_mesh([u.param.dist_attr.mesh for u in ups], o.rank)  # pp: pipeline stages
         if o.axis >= mesh.ndim:
             raise fail(ups[0].op, f"tensor-fusion: the sharding mesh dim {o.axis} is not a dim of mesh "
                                   f"{list(mesh.shape)}")
@@ -199,7 +183,6 @@ class Fusion:
     # -- rewriting ------------------------------------------------------------------------------
     def rewrite(self, ups: list[Update], plain: list[Update]) -> None:
         from .fusion_clip import write_clip
-        from .fusion_stages import lr_per_run
 
         blk = self.block
         lr = ups[0].operands[[r for r, _ in ups[0].sig.operands].index("lr")]

@@ -96,7 +96,7 @@ class RankResult:
         colls = None if self.collectives is None else [dataclasses.replace(c, layouts=None) for c in self.collectives]
         plan = None if self.plan is None else dataclasses.replace(self.plan, programs=dict.fromkeys(self.plan.programs))
         return dataclasses.replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan, steps=[],
-                                   layouts=None,
+                                   layouts=None, fused_dist=None,
                                    _text=self._text if texts else None,
                                    _startup_text=self._startup_text if texts else None)
 
