@@ -27,6 +27,11 @@ replicated head, MSE loss; AdamW.  Variants s0, s1, s3 (ShardingStage1/3 over dp
 and with FLAGS_enable_moe_utils=true (`s0u`, `s1u`, `s3u`; Paddle then lowers the n-d
 shard-to-shard reshard through all_to_all); `s1f`: ShardingStage1 with enable_tensor_fusion.
 
+Pipeline stages (`pp/`, PP_CASES): gen_pp.py's LLaMA on pp2 x dp2 with ShardingStage1("dp") and
+enable_tensor_fusion, every rank: `fuse` (no schedule), `FThenB.a2.fuse`, `1F1B.a2.fuse`
+(strategy.pipeline, accumulate_steps 2), `GM.a2.fuse` (strategy.gradient_merge, k_steps 2); every
+snapshot the engine hooks give (dist_final, jobs.txt, job.TYPE.ir with a schedule).
+
 Names as gen_llm.py: GROUP/CASE.VARIANT.rR.SNAPSHOT.ir with SNAPSHOT in before_partition,
 after_reshard, dense, startup_after_remove, startup_final (and startup.before; MoE: after_remove), or
 GROUP/CASE.VARIANT.rR.error.txt where Paddle fails.
@@ -34,7 +39,7 @@ GROUP/CASE.VARIANT.rR.error.txt where Paddle fails.
 Usage (/tmp/paddle/bin/python):
   python gen_fusion.py --out DIR [-j N] [FILTER...]   # every job (FILTER: GROUP/CASE.VARIANT[.rR] prefixes)
   python gen_fusion.py --pack DIR DEST                # MoE: DEST/store/HASH.gz + DEST/MANIFEST.tsv (gen_llm.pack)
-  python gen_fusion.py --pack-fusion DIR DEST         # fusion: DEST/CASE.tar.xz (one xz archive a case)
+  python gen_fusion.py --pack-fusion DIR DEST         # fusion/, pp/: DEST/CASE.tar.xz (one xz archive a case)
   python gen_fusion.py --unpack DEST OUT
 
 The engine steps and snapshots are gen_stage1.run_engine's (wrapped here only to pass the
