@@ -104,9 +104,15 @@ def tagged_constant(rt, op, shape, value: float):
         x = uniform01(stream_key(rt.sim.seed, "constant", base), np.where(pad, 0, idx).astype(np.uint64))
         return value + 0.5 * np.where(pad, 0.0, x)
     t = op.results[0].type
-    layout = t.dist if isinstance(t, DistTensorType) and tuple(t.shape) == tuple(whole) else \
-        rt.sim.layouts.get(name) or serial_layout
-    idx = piece_index(tuple(whole), layout, None if rt.serial else rt.rank, tuple(shape))
+    # its own dist type, else the main program's layout of the name, else (a piece made on the way
+    # to it: the mp piece a ZeRO state is sliced from) the serial startup program's
+    layouts = [t.dist] if isinstance(t, DistTensorType) and tuple(t.shape) == tuple(whole) else \
+        [rt.sim.layouts.get(name), serial_layout]
+    idx = None
+    for layout in layouts:
+        idx = piece_index(tuple(whole), layout, None if rt.serial else rt.rank, tuple(shape))
+        if idx is not None:
+            break
     if idx is None:
         raise rt.err(op, f"fills {list(shape)} for {name!r}, whose serial value is {list(whole)}, and no layout "
                          "says which piece this rank holds")
