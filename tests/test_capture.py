@@ -311,3 +311,25 @@ def test_shard_takes_the_capture_folder(fake, tmp_path):
     (tmp_path / "plain").mkdir()
     r = distc("shard", "plain", "-o", "out/x.ir", cwd=tmp_path)
     assert r.returncode == 1 and "plain: error: is not a distc capture folder (no manifest.json)" in r.stderr
+    # a rank the folder does not hold is named as such (it was `cap/s0.r0...ir: error: no such file`)
+    for opts in (["--rank", "0"], ["--ranks", "2-3,0-99999999999"], ["--rank", "0", "--startup-out", "out/s.ir"]):
+        r = distc("shard", "cap", *opts, "-o", "out/x{rank}.ir", cwd=tmp_path)
+        assert r.returncode == 1, r.stderr
+        assert "cap: error: rank 0 was not captured: the folder holds ranks 2-3 (`distc capture --ranks 0" in r.stderr
+    assert not (tmp_path / "out/x0.ir").exists()
+
+
+def test_report_takes_the_capture_folder(fake, tmp_path):
+    """``distc report FOLDER``, as ``distc shard FOLDER``: the script's stage, mesh dim and ranks."""
+    py, script, _ = fake
+    assert distc("capture", "-o", "cap", "--world-size", "4", "--ranks", "2,3", "--", py, script,
+                 cwd=tmp_path).returncode == 0
+    r = distc("report", "cap", "-o", "page.html", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stderr)
+    assert doc["stage"] == 1 and doc["sharding_axis"] == 0 and sorted(map(int, doc["ranks"])) == [2, 3], doc
+    assert doc["main"] == os.path.join("cap", "s0.r2.before_partition.ir")
+    r = distc("report", "cap", "--stage", "3", "-q", "-o", "page.html", "--json", cwd=tmp_path)  # a given option wins
+    assert r.returncode == 0 and json.loads(r.stderr)["stage"] == 3, r.stderr
+    r = distc("report", "cap", "--ranks", "1", "-o", "page.html", cwd=tmp_path)
+    assert r.returncode == 1 and "cap: error: rank 1 was not captured" in r.stderr

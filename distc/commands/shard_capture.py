@@ -4,7 +4,9 @@ The folder's manifest names distc's inputs (the script's stage-0 ``before_partit
 ``startup_after_remove`` of every rank) and what the script asked of Paddle.  Options the user did
 not give are taken from it: ``--stage``, the sharding mesh dim (``--mesh-dims``/``--axis``),
 ``--amp``, the ranks (``--ranks``: those captured, unless ``--rank``/``--all-ranks`` is given) and,
-with ``--startup-out``, ``--startup`` (each rank's own startup program).
+with ``--startup-out``, ``--startup`` (each rank's own startup program).  A rank asked for by
+``--rank``/``--ranks`` that the folder does not hold is an error naming the ranks it holds.
+``distc report FOLDER`` takes the same defaults.
 """
 
 from __future__ import annotations
@@ -20,9 +22,15 @@ def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
     if main_file == "-" or not os.path.isdir(main_file):
         return main_file, opts
     from ..capture.folder import read_manifest, shard_options
+    from ..syntax.diagnostics import DiagnosticError
     from .shard_ranks import format_ranks
 
     man = read_manifest(main_file)
+    captured = set(man["ranks"])
+    missing = first_missing(opts, captured)
+    if missing is not None:
+        raise DiagnosticError(f"rank {missing} was not captured: the folder holds ranks {format_ranks(sorted(captured))} "
+                              f"(`distc capture --ranks {missing} ...` adds it)", filename=main_file)
     ctx = click.get_current_context(silent=True)
 
     def given(name: str) -> bool:
@@ -45,3 +53,17 @@ def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
         out["rank_list"] = format_ranks(man["ranks"])
     first = man["ranks"][0] if out.get("rank") is None else out["rank"]
     return os.path.join(main_file, man["inputs"]["main"].replace("{rank}", str(first))), out
+
+
+def first_missing(opts: dict, captured: set[int]) -> int | None:
+    """The first rank ``--rank``/``--ranks`` asks for that is not in ``captured`` (each range is
+    walked only until a rank outside ``captured``: ``--ranks 0-99999999999`` costs nothing)."""
+    from .shard_ranks import parse_ranks
+
+    if opts.get("rank") is not None:
+        return None if opts["rank"] in captured or opts["rank"] < 0 else opts["rank"]  # < 0: a usage error later
+    for rg in parse_ranks(opts["rank_list"]) if opts.get("rank_list") is not None else ():
+        for r in rg:
+            if r not in captured:
+                return r
+    return None

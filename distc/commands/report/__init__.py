@@ -27,7 +27,7 @@ from a CI artifact.  --json prints the figures it shows as one line on stderr.
 
 
 @click.command("report", epilog=EPILOG)
-@click.argument("main_file", metavar="MAIN")
+@click.argument("main_file", metavar="MAIN")  # or a `distc capture` folder, as for distc shard
 @click.option("-o", "--output", required=True, help="the HTML page to write (- for stdout)")
 @click.option("--stage", type=click.IntRange(0, 3), default=1, show_default=True,
               help="the ZeRO stage to report (stages 0-3 are also shown side by side)")
@@ -48,7 +48,8 @@ def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None
             rank_list: str | None, jobs: int | None, schedule_files: tuple[str, ...], as_json: bool, quiet: bool,
             program: int | None) -> None:
     """Write one HTML page showing how MAIN shards: memory per rank, traffic between ranks,
-    collectives per group, schedules, decisions and warnings."""
+    collectives per group, schedules, decisions and warnings.  MAIN may be a `distc capture`
+    folder: its input, and its stage, mesh dim, AMP and ranks for the options not given."""
     import json
     import sys
 
@@ -57,7 +58,12 @@ def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None
     from .page import report_page
 
     from ...outputs import Outputs
+    from ..shard_capture import capture_defaults
 
+    with reporting():
+        main_file, o = capture_defaults(main_file, dict(stage=stage, amp=amp, axis=axis, mesh_dims=mesh_dims,
+                                                        rank_list=rank_list))
+    stage, amp, axis, mesh_dims, rank_list = (o[k] for k in ("stage", "amp", "axis", "mesh_dims", "rank_list"))
     if stage == 0 and axis is not None:
         raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
     with reporting() as diags, Outputs(inputs=[main_file, *schedule_files]) as out:
