@@ -113,6 +113,36 @@ def test_gather_family_and_grads():
     close(dx, np.where(m, 0, g)) and close(dv, np.where(m, g, 0).sum())
 
 
+
+# index_add and nonzero (a Mixtral-style MoE: tokens routed to an expert found with nonzero, its
+# output added back with index_add), Paddle 3.3.1's own results in dygraph (float64):
+#   x = arange(15).reshape(5, 3) * 0.5; paddle.index_add(x, [4, 0, 4], 0, arange(9).reshape(3, 3) + 100);
+#   paddle.index_add(x, [2, 2], 1, arange(10).reshape(5, 2) - 3); paddle.nonzero([[0, 1, 0], [2, 0, 3]]);
+#   the gradients of sum(index_add(x, [4, 0, 4], 0, v) * arange(15).reshape(5, 3)).
+PADDLE_INDEX_ADD = [[103.0, 104.5, 106.0], [1.5, 2.0, 2.5], [3.0, 3.5, 4.0], [4.5, 5.0, 5.5], [212.0, 214.5, 217.0]]
+PADDLE_INDEX_ADD_AXIS1 = [[0.0, 0.5, -4.0], [1.5, 2.0, 1.5], [3.0, 3.5, 7.0], [4.5, 5.0, 12.5], [6.0, 6.5, 18.0]]
+PADDLE_INDEX_ADD_GRAD_V = [[12.0, 13.0, 14.0], [0.0, 1.0, 2.0], [12.0, 13.0, 14.0]]
+
+
+def test_index_add_and_nonzero_as_paddle():
+    x = np.arange(15, dtype=np.float64).reshape(5, 3) * 0.5
+    idx, v = np.array([4, 0, 4]), np.arange(9, dtype=np.float64).reshape(3, 3) + 100
+    close(run_op("pd_op.index_add", [x, idx, v], "axis:0")[0], PADDLE_INDEX_ADD)  # a repeated index adds twice
+    v1 = np.arange(10, dtype=np.float64).reshape(5, 2) - 3
+    close(run_op("pd_op.index_add", [x, np.array([2, 2]), v1], "axis:1")[0], PADDLE_INDEX_ADD_AXIS1)
+    g = np.arange(15, dtype=np.float64).reshape(5, 3)
+    dx, dv = run_op("pd_op.index_add_grad", [idx, v, g], "axis:0", results=2)
+    close(dx, g) and close(dv, PADDLE_INDEX_ADD_GRAD_V)
+    xr, vr = RNG.standard_normal((5, 3)), RNG.standard_normal((3, 3))
+    for wrt, k in ((0, 0), (2, 1)):  # both gradients against finite differences
+        fd("pd_op.index_add", [xr, idx, vr], "axis:0", "pd_op.index_add_grad", lambda ys, g: [idx, vr, g],
+           k=k, wrt=wrt, grad_results=2)
+    np.testing.assert_array_equal(run_op("pd_op.nonzero", [np.array([[0, 1, 0], [2, 0, 3]])])[0],
+                                  [[0, 1], [1, 0], [1, 2]])
+    assert run_op("pd_op.nonzero", [np.zeros(4)])[0].shape == (0, 1)
+    with pytest.raises(Exception, match="does not fit 3 indices"):
+        run_op("pd_op.index_add", [x, idx, v[:2]], "axis:0")
+
 # ------------------------------------------------------------------------------------ randomness
 def test_counter_draws_are_uniform_normal_and_per_element():
     idx = np.arange(200000, dtype=np.uint64)

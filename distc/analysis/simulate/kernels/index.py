@@ -1,6 +1,6 @@
 """Shape, broadcast and indexing ops beyond :mod:`.shape`, forward and backward: arange, expand
 (and expand_as), flatten, tile, slice_grad, where_grad, stack_grad, unbind, roll, topk, argmax,
-argmin, one_hot, gather, gather_nd, index_select, take_along_axis, put_along_axis, masked_fill,
+argmin, one_hot, gather, gather_nd, index_select, index_add, nonzero, take_along_axis, put_along_axis, masked_fill,
 cumsum.  As for reshape, the target shape of ``expand``/``flatten`` in a dist program is the
 result type's local shape (the attribute is in the global frame until dist2dense patches it)."""
 
@@ -237,6 +237,32 @@ def gather_grad(rt, op, vals):  # (x, index, out_grad, axis)
 def index_select_grad(rt, op, vals):  # (x, index, out_grad)
     x = np.asarray(vals[0])
     return [_scatter_add_axis(x, vals[1], vals[2], norm_axis(int(attr(op, "axis", 0)), x.ndim))]
+
+
+@kernel("pd_op.index_add", "pd_op.index_add_")
+def index_add(rt, op, vals):  # (x, index, add_value, axis): x with add_value's slices added at index (repeats add up)
+    x = np.array(vals[0], dtype=np.float64 if np.asarray(vals[0]).dtype.kind == "f" else None, copy=True)
+    axis = norm_axis(int(attr(op, "axis", 0)), x.ndim)
+    index = _index_axis(rt, op, x, vals[1], axis).reshape(-1)
+    add = np.asarray(vals[2])
+    want = x.shape[:axis] + (index.size,) + x.shape[axis + 1:]
+    if add.shape != want:
+        raise rt.err(op, f"add_value of local {list(add.shape)} does not fit {index.size} indices of axis {axis} "
+                         f"of the local {list(x.shape)}")
+    np.add.at(np.moveaxis(x, axis, 0), index, np.moveaxis(add, axis, 0))
+    return [x]
+
+
+@kernel("pd_op.index_add_grad")
+def index_add_grad(rt, op, vals):  # (index, add_value, out_grad, axis) -> (x_grad, add_value_grad)
+    g = np.asarray(vals[2], dtype=np.float64)
+    axis = norm_axis(int(attr(op, "axis", 0)), g.ndim)
+    return [g.copy(), np.take(g, _index_axis(rt, op, g, vals[0], axis).reshape(-1), axis=axis)]
+
+
+@kernel("pd_op.nonzero")
+def nonzero(rt, op, vals):  # (x) -> [count, x.ndim] int64: the coordinates of x's nonzero entries, row-major
+    return [np.argwhere(np.asarray(vals[0])).astype(np.int64).reshape(-1, np.ndim(vals[0]))]
 
 
 @kernel("pd_op.gather_nd")
