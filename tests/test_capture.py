@@ -317,6 +317,9 @@ def test_shard_takes_the_capture_folder(fake, tmp_path):
         assert r.returncode == 1, r.stderr
         assert "cap: error: rank 0 was not captured: the folder holds ranks 2-3 (`distc capture --ranks 0" in r.stderr
     assert not (tmp_path / "out/x0.ir").exists()
+    r = distc("shard", "cap", "--all-ranks", "-o", "out/x{rank}.ir", "--startup-out", "out/s{rank}.ir", cwd=tmp_path)
+    assert r.returncode == 1 and "cap: error: --all-ranks with --startup-out needs every rank's startup program: " \
+        "rank 0 was not captured (the folder holds ranks 2-3)" in r.stderr, r.stderr
 
 
 def test_report_takes_the_capture_folder(fake, tmp_path):

@@ -49,6 +49,11 @@ def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
         out["amp"] = True
     if out.get("startup_out") is not None and out.get("startup") is None:
         out["startup"] = os.path.join(main_file, man["inputs"]["startup"])
+        every = sorted({r for m in man.get("meshes") or () for r in m["process_ids"]} - captured)
+        if out.get("all_ranks") and every:  # each rank's startup program is its own capture
+            raise DiagnosticError(f"--all-ranks with --startup-out needs every rank's startup program: rank {every[0]} "
+                                  f"was not captured (the folder holds ranks {format_ranks(sorted(captured))}); "
+                                  "give --ranks, or capture every rank", filename=main_file)
     if out.get("rank") is None and not out.get("all_ranks") and out.get("rank_list") is None:
         out["rank_list"] = format_ranks(man["ranks"])
     first = man["ranks"][0] if out.get("rank") is None else out["rank"]
