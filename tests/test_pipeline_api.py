@@ -90,6 +90,10 @@ def test_wrong_input_and_options():
         distc.ShardOptions(stage=0, axis="dp")
     with pytest.raises(TypeError, match="not both"):
         distc.shard(main, options=distc.ShardOptions(), stage=2)
+    # mesh_dims as --mesh-dims takes them (it was read letter by letter: "names 5 dim(s) (d,p,,,m,p)")
+    assert distc.ShardOptions(mesh_dims="dp, mp").mesh_dims == distc.ShardOptions(mesh_dims=["dp", "mp"]).mesh_dims \
+        == ("dp", "mp")
+    assert distc.shard(main, axis="dp", mesh_dims="dp,mp").text == distc.shard(main, axis="dp", mesh_dims=("dp", "mp")).text
 
 
 def test_warnings_belong_to_the_run(tmp_path):

@@ -57,9 +57,9 @@ from .results import RankResult, ShardResult
 @dataclass(frozen=True)
 class ShardOptions:
     """What to do (``distc shard``'s options).  ``axis``: the sharding mesh dim, by index or by
-    a name of ``mesh_dims`` (``None``: Paddle's rule); ``annotate_only`` stops after
-    shard-optimizer; ``dense`` goes on to each rank's dense program; ``verify_each`` runs the
-    verifier after every pass (else once, at the end)."""
+    a name of ``mesh_dims`` (names, or ``"dp,mp"`` as ``--mesh-dims`` takes them; ``None``:
+    Paddle's rule); ``annotate_only`` stops after shard-optimizer; ``dense`` goes on to each
+    rank's dense program; ``verify_each`` runs the verifier after every pass (else once, at the end)."""
 
     stage: int = 1
     axis: str | int | None = None
@@ -99,7 +99,9 @@ class ShardOptions:
                 raise ValueError(f"pp_schedule {self.pp_schedule!r}: one of {', '.join(MODES)}")
             if self.annotate_only:
                 raise ValueError("annotate_only stops before the schedule")
-        object.__setattr__(self, "mesh_dims", tuple(self.mesh_dims))
+        dims = self.mesh_dims  # "dp,mp" as on the command line, or a sequence of names
+        object.__setattr__(self, "mesh_dims", tuple(d.strip() for d in dims.split(",") if d.strip())
+                           if isinstance(dims, str) else tuple(dims))
         if self.stage not in (0, 1, 2, 3):
             raise ValueError(f"stage {self.stage}: ZeRO stages are 0 to 3")
         if self.annotate_only and self.dense:
