@@ -47,10 +47,10 @@ def check_usage(pp_schedule: str | None, acc_steps: int, vpp_degree: int | None,
 def add_targets(out, t: RankTargets, rank: int, pipe: ShardPipeline, job_out: str | None,
                 job_list: str | None) -> RankTargets:
     """``t`` with the rank's job programs (every job type of the schedule) and job list planned."""
-    from ..passes.pipeline_schedule import job_types
-
     o = pipe.options
     if job_out is not None:
+        from ..passes.pipeline_schedule import job_types
+
         for job in job_types(o.pp_schedule or "GM", o.vpp_degree):
             t.jobs[job] = out.add("--job-out", job_out.replace("{rank}", str(rank)).replace("{job}", job))
     if job_list is not None:

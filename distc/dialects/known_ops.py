@@ -42,10 +42,11 @@ EARLIER = frozenset({
 
 @functools.lru_cache(maxsize=1)
 def known_names() -> frozenset[str]:
-    import gzip
+    import zlib  # (the gzip module's imports cost a plain run's start-up ~3 ms; wbits 31: the gzip format)
 
-    with gzip.open(os.path.join(os.path.dirname(__file__), "paddle_ops.txt.gz"), "rt", encoding="utf-8") as f:
-        names = {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
+    with open(os.path.join(os.path.dirname(__file__), "paddle_ops.txt.gz"), "rb") as f:
+        text = zlib.decompress(f.read(), 31).decode("utf-8")
+    names = {ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")}
     names |= EARLIER | set(collectives.COLLECTIVE_OPS)
     names |= {name for name, _ in optimizers.OPTIMIZERS}
     names |= {v for k, v in vars(ops).items() if k.isupper() and isinstance(v, str) and "." in v}

@@ -6,13 +6,14 @@ imports every module of this package (no list to keep), so every pass is there t
 from __future__ import annotations
 
 import importlib
-import pkgutil
-from pathlib import Path
 
 
 def pass_modules() -> list[str]:
     """The modules of this package (not its subpackages), by name."""
-    return sorted(i.name for i in pkgutil.iter_modules([str(Path(__file__).parent)]) if not i.ispkg)
+    import os  # (not pkgutil/pathlib: they cost a plain run's start-up ~10 ms)
+
+    here = os.path.dirname(__file__)
+    return sorted(f[:-3] for f in os.listdir(here) if f.endswith(".py") and f != "__init__.py")
 
 
 def load_passes() -> None:

@@ -30,7 +30,6 @@ from ..ir.dist import TensorDistAttr
 from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import INTERNAL, ModulePass, PassContext, register
-from .dist_to_dense import DistToDensePass
 from .paddle_api import PaddleAPI, set_result_dist
 from .reshard_pass import ReshardPass
 from .sharding_util import fail, persistable, set_persistable
@@ -230,6 +229,8 @@ def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], r
     ReshardPass(rank=rank).apply(startup, ctx)
     if stop == "reshard":
         return
+    from .dist_to_dense import DistToDensePass
+
     DistToDensePass(rank=rank).apply(startup, ctx)
     restore_persistable(changed)
 

@@ -41,14 +41,10 @@ from ..analysis.verify import verify
 from ..dialects.known_ops import unknown_op_warnings
 from ..ir.core import Program
 from ..passes.base import ModulePass, PassContext, PassManager
-from ..passes.dist_to_dense import DistToDensePass
-from ..passes.fusion_startup import FuseStartupPass
 from ..passes.partition import PartitionPass
-from ..passes.remove_other_rank import RemoveOtherRankPass
 from ..passes.reshard_pass import ReshardPass
 from ..passes.shard_optimizer import ShardOptimizerPass
 from ..passes.shard_startup import MainLayouts, ShardStartupPass
-from ..passes.tensor_fusion import TensorFusionPass
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 from .inputs import check_main, check_sharding_degree, check_startups
 from .results import RankResult, ShardResult
@@ -216,6 +212,8 @@ class ShardPipeline:
         o = self.options
         if not o.tensor_fusion:
             return []
+        from ..passes.tensor_fusion import TensorFusionPass
+
         out: list[ModulePass] = [TensorFusionPass(rank=rank, axis=self.fusion_axis(), buffer_mb=o.comm_buffer_mb,
                                                   overlap=o.overlap, release_grads=o.release_gradients,
                                                   stage3=o.stage == 3, pipeline=o.pp_schedule is not None)]
@@ -256,12 +254,16 @@ class ShardPipeline:
         first: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all)]
         if o.scheduled:
             from ..passes.pipeline_schedule import schedule_passes
+            from ..passes.remove_other_rank import RemoveOtherRankPass
 
             stage, degree = self.pp_stage(rank)
             dist, dense = schedule_passes(o.pp_schedule or "GM", o.acc_steps, rank, stage, degree, o.vpp_degree,
                                           o.paddle_merge)
             return first, [RemoveOtherRankPass(rank=rank)] + dist, dense
         if o.dense:
+            from ..passes.dist_to_dense import DistToDensePass  # (here: a plain run's start-up stays short)
+            from ..passes.remove_other_rank import RemoveOtherRankPass
+
             return first, [RemoveOtherRankPass(rank=rank), DistToDensePass(rank=rank)], []
         return first, [], []
 
@@ -271,7 +273,11 @@ class ShardPipeline:
         ``zero-accumulators`` (each follows what the main program's passes of the rank recorded in
         the pass context)."""
         o = self.options
-        out: list[ModulePass] = [FuseStartupPass()] if o.tensor_fusion else []
+        out: list[ModulePass] = []
+        if o.tensor_fusion:
+            from ..passes.fusion_startup import FuseStartupPass
+
+            out.append(FuseStartupPass())
         out.append(ShardStartupPass(rank=rank, main_layouts=layouts))
         if o.scheduled:
             from ..passes.gradient_merge import ZeroAccumulatorsPass
@@ -418,6 +424,8 @@ class ShardPipeline:
         in place); by default one after the other, each on a copy but the last."""
         rs = self.ranks() if ranks is None else list(ranks)
         sh = self.prepare()
+        if not self.options.annotate_only:
+            from ..passes import reshard  # noqa: F401  (once here, not in each forked worker)
         if each is None:
             out = {r: self.lower(r, copy=k < len(rs) - 1) for k, r in enumerate(rs)}
         else:

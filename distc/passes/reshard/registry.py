@@ -119,10 +119,9 @@ PADDLE_MODULES = (
 def function_modules() -> list[str]:
     """The modules defining reshard functions (relative names): Paddle's, then every ``x_*.py``
     of this package; importing ``distc.passes.reshard`` imports them all (so they register)."""
-    import pkgutil
-    from pathlib import Path
+    import os  # (not pkgutil/pathlib: they cost a plain run's start-up ~10 ms)
 
-    extra = sorted(i.name for i in pkgutil.iter_modules([str(Path(__file__).parent)]) if i.name.startswith("x_"))
+    extra = sorted(f[:-3] for f in os.listdir(os.path.dirname(__file__)) if f.startswith("x_") and f.endswith(".py"))
     return [*PADDLE_MODULES, *extra]
 
 

@@ -1,0 +1,81 @@
+"""What a ``distc shard`` run imports (issue 23: its start-up).
+
+A timing would be noise in a unit test on a shared machine; the modules a run imports are not.
+``distc shard MAIN --rank 0`` and ``--all-ranks`` on the shipped sample, in a fresh interpreter,
+must not import what they do not run: no numpy or Lark (the simulator and the grammar path), no
+other command, no pass of an option not given (tensor fusion, schedules, dense), no pathlib
+(urllib and ipaddress come with it).  ``bench/bench_shard.py`` times the imports
+(``import_s``, from ``python -X importtime``) beside Paddle.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "mlp_dp2mp2_adamw.ir"
+
+CHILD = r"""
+import json, sys
+sys.argv = ["distc", *json.loads(sys.argv[1])]
+from distc.cli import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.__stdout__)
+"""
+
+# what a plain shard run must not import: (module name prefix, why it is not needed)
+NOT_NEEDED = {
+    "numpy": "the simulator's (verify)",
+    "lark": "the grammar path (the fast parser reads Paddle's dumps)",
+    "distc.analysis.simulate": "--verify",
+    "distc.syntax.grammar": "the grammar path",
+    "distc.passes.tensor_fusion": "--tensor-fusion",
+    "distc.passes.fusion_startup": "--tensor-fusion",
+    "distc.passes.fusion_layout": "--tensor-fusion",
+    "distc.passes.pipeline_schedule": "--pp-schedule / --acc-steps",
+    "distc.passes.pipeline_jobs": "--pp-schedule / --acc-steps",
+    "distc.passes.gradient_merge": "--acc-steps",
+    "distc.passes.dist_to_dense": "--dense / --startup",
+    "distc.passes.remove_other_rank": "--dense",
+    "distc.commands.verify": "another command",
+    "distc.commands.diff": "another command",
+    "distc.commands.report": "another command",
+    "distc.capture": "a capture folder as MAIN",
+    "pathlib": "imports urllib.parse and ipaddress (~10 ms)",
+    "pkgutil": "listing modules: os.listdir does",
+    "gzip": "zlib reads the op list",
+}
+
+
+def run_modules(args: list[str], tmp_path: Path) -> list[str]:
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["exit"] in (0, None), r.stderr
+    return doc["modules"]
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["rank0", "all-ranks"])
+def test_shard_imports_only_what_it_runs(tmp_path, many):
+    out = ["--all-ranks", "-o", str(tmp_path / "main.r{rank}.ir")] if many else ["--rank", "0", "-o",
+                                                                                  str(tmp_path / "main.ir")]
+    mods = run_modules(["shard", str(SAMPLE), *out, "-q"], tmp_path)
+    bad = {m: why for p, why in NOT_NEEDED.items() for m in mods if m == p or m.startswith(p + ".")}
+    assert not bad, f"a plain `distc shard` run imports modules it does not need: {bad}"
+    # and it did run: the pipeline and the reshard functions were imported
+    assert "distc.pipeline.shard" in mods and "distc.passes.reshard.s_to_r" in mods
+
+
+def test_options_still_import_their_passes(tmp_path):
+    """The deferred imports are taken where the options need them."""
+    mods = run_modules(["shard", str(SAMPLE), "--rank", "1", "--dense", "-o", str(tmp_path / "d.ir"), "-q"],
+                       tmp_path)
+    assert "distc.passes.dist_to_dense" in mods and "distc.passes.remove_other_rank" in mods
