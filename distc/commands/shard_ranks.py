@@ -3,7 +3,9 @@
 The rank-independent passes (parse, shard-optimizer, partition) run once; then each rank's part
 (reshard, the dense passes, printing, the startup program: :meth:`distc.pipeline.ShardPipeline.lower`)
 runs in a worker process forked from that state (:func:`distc.driver.fork_each`), so each output
-equals what ``--rank R`` alone prints.
+equals what ``--rank R`` alone prints.  Where the passes end with reshard, only the first rank is
+lowered whole; the others are sketched in their workers and their texts derived from the first's
+here (:mod:`distc.pipeline.derive`), byte for byte what a whole lowering prints.
 Outputs go to temporary files (:mod:`distc.outputs`) and are renamed into place only when every
 rank succeeded: a failing rank is named and nothing is written.
 """
@@ -160,13 +162,17 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
     def each(rs: list[int], lower) -> dict[int, RankResult]:
         def work(r: int) -> RankResult:
             res = lower(r)
-            targets[r].write(out, res)
-            return res.detached(texts=before_commit is not None)
+            if res.program is not None:  # (a rank only sketched gets its text derived in this process)
+                targets[r].write(out, res)
+            return res.detached(texts=before_commit is not None or res.sketch is not None)
 
         return fork_each(rs, work, jobs or default_jobs(_input_bytes(pipe.program)))
 
     try:
         result = pipe.run(ranks, each=each)
+        for r, res in result.items():
+            if res.derived_from is not None:
+                targets[r].write(out, res)
     except WorkerFailed as e:
         also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
         head = f"distc shard: rank {e.item} failed{also}; no output written"

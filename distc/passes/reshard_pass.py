@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .base import ModulePass, PassContext, register
+from .base import INTERNAL, ModulePass, PassContext, register
 
 
 @register
@@ -19,6 +19,8 @@ class ReshardPass(ModulePass):
     ring_base: int = 12  # the first ring id handed out (Paddle's first in a fresh process)
     coshard: bool = True  # co-sharded placements ([Shard(0), Shard(0)]) as nested splits (not Paddle's)
     moe_all_to_all: bool = False  # Paddle's FLAGS_enable_moe_utils lowering (x_moe_all_to_all)
+    # the Replayer to lower with (one that logs, or sketches: distc.pipeline.derive); None: a plain one
+    replayer: object = field(default=None, metadata=INTERNAL, compare=False, repr=False)
 
     def apply(self, prog, ctx: PassContext) -> None:
         from .reshard import lower_program, ring_allocator
@@ -31,7 +33,8 @@ class ReshardPass(ModulePass):
         rings.reserved |= _ring_ids_in(prog) - set(rings.groups.values())
         res = lower_program(prog, self.rank, rings=rings, paddle_only=self.paddle,
                             enable=("moe_all_to_all",) if self.moe_all_to_all else (),
-                            disable=() if self.coshard else ("x_coshard",))
+                            disable=() if self.coshard else ("x_coshard",),
+                            replay=self.replayer if self.replayer is not None else True)
         ctx.collectives.extend(res.records)
         ctx.notes.extend(res.notes)
         ctx.stats.reshard_steps.extend(res.steps)

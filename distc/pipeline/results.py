@@ -54,6 +54,10 @@ class RankResult:
     rings: dict | None = None  # and: ring id -> group (ranks), as this rank's programs number them
     fused_dist: Program | None = None  # and tensor fusion: the dist program (its buffers, for the proof)
     steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
+    # --all-ranks: the rank whose text this one's was derived from (its program is not built); the
+    # sketch a worker sends back for that (distc.pipeline.derive)
+    derived_from: int | None = None
+    sketch: Any = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
 

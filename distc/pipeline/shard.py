@@ -236,6 +236,12 @@ class ShardPipeline:
         """One rank's passes on the main program."""
         return [p for part in self._rank_parts(rank) for p in part]
 
+    def derivable(self, ranks: list[int]) -> bool:
+        """Whether ranks' texts may be derived from the first's (:mod:`distc.pipeline.derive`):
+        several ranks whose passes end with reshard (no dense, schedule, tensor fusion)."""
+        o = self.options
+        return len(ranks) > 1 and not (o.annotate_only or o.dense or o.scheduled or o.tensor_fusion or o.verify_each)
+
     def pp_stage(self, rank: int) -> tuple[int, int]:
         """(the rank's pipeline stage, the number of stages), from the shared program."""
         from ..passes.pipeline_schedule import stage_of
@@ -246,12 +252,12 @@ class ShardPipeline:
                 return i, len(sh.stages)
         return stage_of(sh.program, rank)  # (the located error)
 
-    def _rank_parts(self, rank: int) -> tuple[list[ModulePass], list[ModulePass], list[ModulePass]]:
+    def _rank_parts(self, rank: int, replayer=None) -> tuple[list[ModulePass], list[ModulePass], list[ModulePass]]:
         """(reshard, the passes on the rank's dist program after it, those after dist-to-dense)."""
         o = self.options
         if o.annotate_only:
             return [], [], []
-        first: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all)]
+        first: list[ModulePass] = [ReshardPass(rank=rank, moe_all_to_all=o.moe_all_to_all, replayer=replayer)]
         if o.scheduled:
             from ..passes.pipeline_schedule import schedule_passes
             from ..passes.remove_other_rank import RemoveOtherRankPass
@@ -331,9 +337,10 @@ class ShardPipeline:
         return self.prepared
 
     # -- one rank ---------------------------------------------------------------------------------
-    def lower(self, rank: int, *, copy: bool = True) -> RankResult:
+    def lower(self, rank: int, *, copy: bool = True, replayer=None) -> RankResult:
         """Rank ``rank``'s programs from the shared state: on a copy of it (``copy``), or in place
-        (once: what a forked worker, or a run for one rank, does)."""
+        (once: what a forked worker, or a run for one rank, does).  ``replayer``: the reshard
+        pass's (:mod:`distc.pipeline.derive`; a sketching one leaves the program unverified)."""
         sh = self.prepare()
         if not copy:
             if self._consumed:
@@ -354,9 +361,9 @@ class ShardPipeline:
             res.ran += [p.spec() for p in pre]
             layouts = MainLayouts.of(prog)
             self._fused(res, ctx.stats.fusion)
-        first, dist, dense = self._rank_parts(rank)
+        first, dist, dense = self._rank_parts(rank, replayer)
         if first:
-            self._run(first, prog, ctx, final_verify=not dist)
+            self._run(first, prog, ctx, final_verify=not dist and not getattr(replayer, "sketch", False))
             res.collectives = [c for c in ctx.collectives if c.runs]
             res.steps = list(ctx.stats.reshard_steps)
             if dense:  # a schedule: the job programs are split from the dense program
@@ -428,6 +435,10 @@ class ShardPipeline:
             from ..passes import reshard  # noqa: F401  (once here, not in each forked worker)
         if each is None:
             out = {r: self.lower(r, copy=k < len(rs) - 1) for k, r in enumerate(rs)}
+        elif self.derivable(rs):
+            from .derive import run_derived
+
+            out = run_derived(self, rs, each)
         else:
             out = dict(each(rs, lambda r: self.lower(r, copy=False)))
         return ShardResult(out, sh.ctx.stats.sharding_axis, list(sh.ran), list(sh.notes),

@@ -186,13 +186,14 @@ def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool
 
 
 def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = None,
-                  paddle_only: bool = False, enable=(), disable=(), replay: bool = True) -> Lowering:
+                  paddle_only: bool = False, enable=(), disable=(), replay: bool | Replayer = True) -> Lowering:
     """``ReshardPasses.apply_reshard_pass`` for ``rank``: decompose, fold, lower every reshard
-    (each distinct one once, the others replayed: :mod:`.replay`; ``replay=False``: one by one)."""
+    (each distinct one once, the others replayed: :mod:`.replay`, or by the given
+    :class:`~.replay.Replayer`; ``replay=False``: one by one)."""
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
     decompose(prog, prog.block, result, registry.coshard_on(paddle_only, disable))
     fold(prog.block)
     lower_block(prog, prog.block, result, paddle_only, enable, disable,
-                Replayer(lower_reshard) if replay else lower_reshard)
+                replay if not isinstance(replay, bool) else Replayer(lower_reshard) if replay else lower_reshard)
     return result

@@ -40,12 +40,22 @@ class _Template:
 
 
 class Replayer:
-    """``lower_reshard`` with memory: same signature, same effect on the program."""
+    """``lower_reshard`` with memory: same signature, same effect on the program.
 
-    def __init__(self, lower_one) -> None:
+    ``log``: a list that gets ``(key, ops, line)`` for each reshard, in lowering order (``ops``:
+    those inserted for it, ``None`` when not lowered; ``line``: the reshard's).  ``sketch``: lower only the first reshard of each
+    key (the templates); the later ones are left as they are, their keys logged, and
+    ``incomplete`` says whether some reshard could not be sketched (no key, or a first lowering
+    that was not recorded).  ``distc shard --all-ranks`` lowers one rank whole and the others as
+    sketches (:mod:`distc.pipeline.derive`)."""
+
+    def __init__(self, lower_one, *, log: list | None = None, sketch: bool = False) -> None:
         self.lower_one = lower_one
         self.templates: dict = {}
         self.replayed = 0
+        self.log = log if log is not None or not sketch else []
+        self.sketch = sketch
+        self.incomplete = False
 
     @staticmethod
     def key(op: Operation, x, paddle_only: bool, enable, disable=()) -> tuple | None:
@@ -63,8 +73,28 @@ class Replayer:
 
     def __call__(self, prog, op: Operation, rank: int, *, rings=None, result=None, paddle_only: bool = False,
                  enable=(), disable=()):
+        if self.log is None:
+            return self._lower(prog, op, rank, rings, result, paddle_only, enable, disable)
         x = op.operand(0)
         k = self.key(op, x, paddle_only, enable, disable)
+        loc = op.loc
+        line = loc[0] if loc else None
+        if self.sketch and (k is None or k in self.templates):
+            self.incomplete = self.incomplete or k is None or self.templates[k] is None
+            self.log.append((k, None, line))
+            return None
+        block, before, after = op.parent, op.prev, op.next
+        out = self._lower(prog, op, rank, rings, result, paddle_only, enable, disable, k)
+        self.log.append((k, _between(block, before, after, op), line))
+        if self.sketch and self.templates.get(k) is None:
+            self.incomplete = True
+        return out
+
+    def _lower(self, prog, op: Operation, rank: int, rings, result, paddle_only: bool, enable, disable,
+               k: tuple | None | bool = False):
+        x = op.operand(0)
+        if k is False:
+            k = self.key(op, x, paddle_only, enable, disable)
         t = self.templates.get(k) if k is not None else None
         if t is not None:
             self.replayed += 1
@@ -82,13 +112,7 @@ class Replayer:
                 or len(result.notes) != nnotes or len(result.steps) != nsteps + 1):
             self.templates[k] = None  # reaches outside its own ops: never replayed
             return out
-        created = []
-        o = before.next if before is not None else block.first
-        while o is not None and o is not after:
-            if o is not op:
-                created.append(o)
-            o = o.next
-        tpl = self._record(created, x, out)
+        tpl = self._record(_between(block, before, after, op), x, out)
         if tpl is not None:
             tpl.records = result.records[nrec:]
             tpl.step = result.steps[-1]
@@ -137,12 +161,62 @@ class Replayer:
         if result is not None:
             loc = op.loc
             line = loc[0] if loc else None
-            result.records.extend(_with(r, "line", line) for r in t.records)
-            result.steps.append(_with(t.step, "loc", loc))
+            result.records.extend(with_value(r, "line", line) for r in t.records)
+            result.steps.append(with_value(t.step, "loc", loc))
         return retire(op, out)
 
 
-def _with(record, name: str, value):
+def _between(block, before, after, op: Operation) -> list[Operation]:
+    """The ops lowering ``op`` inserted: those now between its old neighbours (``op`` itself, if still there, aside)."""
+    made = []
+    o = before.next if before is not None else block.first
+    while o is not None and o is not after:
+        if o is not op:
+            made.append(o)
+        o = o.next
+    return made
+
+
+def template_text(t: _Template | None, xtype, style):
+    """A template as text: ``(shape, tails, out_type, records)`` -- its ops' names, operand wiring,
+    result counts and signatures with the result that replaces the reshard's (``shape``), each
+    op's printed line after its operand list (``tails``: attributes and types, as a program of
+    ``style`` prints them), the printed type of that result and the collectives it inserts; None
+    if it cannot be printed alone or fails the verifier (``xtype``: the reshard input's type)."""
+    from ...analysis.verify import verify
+    from ...ir.core import Block, Program
+    from ...syntax.diagnostics import DiagnosticError
+
+    if t is None:
+        return None
+    block = Block()
+    x = block.append(Operation("pd_op.data", (), (xtype,), {})).results[0]  # the input, made by a stand-in
+    made: list[Operation] = []
+    for name, refs, types, attrs, sig in t.ops:
+        operands = [None if r is None else x if r == _X else made[r[0]].results[r[1]] for r in refs]
+        made.append(block.append(Operation(name, operands, types, dict(attrs), sig=sig)))
+    prog = Program(block, style=style)
+    try:
+        verify(prog)
+    except DiagnosticError:
+        return None
+    lines = [ln for ln in str(prog).split("\n") if ') = "' in ln][1:]
+    if len(lines) != len(made):
+        return None
+    tails = []
+    for ln in lines:
+        q = ln.find('" (', ln.find(') = "') + 5)
+        r = ln.find(")", q + 3) if q >= 0 else -1
+        if r < 0:
+            return None
+        tails.append(ln[r + 1:])
+    ref = t.out
+    shape = (tuple((name, refs, len(types), sig) for name, refs, types, _, sig in t.ops), ref)
+    out_type = None if ref is None else "x" if ref == _X else str(t.ops[ref[0]][2][ref[1]])
+    return shape, tuple(tails), out_type, list(t.records)
+
+
+def with_value(record, name: str, value):
     """``dataclasses.replace(record, name=value)`` for the plain (not frozen, no ``__post_init__``)
     records replayed here, without ``replace``'s field-by-field rebuild (thousands a program)."""
     new = copy(record)
