@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-browser test-oracle test-paddle paddle screenshots bench install clean
+.PHONY: demo test test-slow test-browser test-oracle test-paddle paddle screenshots bench install clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,8 +22,17 @@ demo: $(BIN)/.installed
 	@echo "wrote build/demo/mlp_dp2mp2_adamw.zero1.r0.ir and build/demo/mlp_dp2mp2_adamw.startup.zero1.r0.ir"
 	@grep -c '' build/demo/mlp_dp2mp2_adamw.zero1.r0.ir | xargs echo "lines in the rank-0 program:"
 
+# pytest-xdist: one worker a core (at most 4); what runs is set in pyproject.toml (addopts): not tests/oracle,
+# tests/browser, nor the tests marked slow
+XDIST := -n auto --maxprocesses 4
+
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
+
+# The rest of the matrices `make test` samples (marked slow): a signal at every point of every writing
+# command, every I/O fault of every command, ... (minutes)
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -q $(XDIST) -m slow
 
 # Whole matrices of stored Paddle programs too long for `make test` (minutes): every rank of every
 # tensor-fusion case and of every pipeline-schedule / gradient-merge configuration, distc verify on

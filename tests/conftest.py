@@ -13,6 +13,20 @@ def ir_files(*subdirs: str) -> list[pathlib.Path]:
     return out
 
 
+def sampled(items, keep) -> list:
+    """``items`` as pytest params: those for which ``keep(item)`` is true run in `make test`, the
+    rest are marked slow (`make test-slow`), so a sweep over every stored program is still one test."""
+    return [x if keep(x) else pytest.param(x, marks=pytest.mark.slow) for x in items]
+
+
+def first_of_each(items, key) -> set:
+    """The first item (in the order given) of each ``key(item)``: one representative a kind."""
+    seen: dict = {}
+    for x in items:
+        seen.setdefault(key(x), x)
+    return set(seen.values())
+
+
 @pytest.fixture
 def data_dir() -> pathlib.Path:
     return DATA

@@ -87,14 +87,25 @@ def assert_untouched(d: Path, before: dict, r) -> None:
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("cmd", list(COMMANDS))
-@pytest.mark.parametrize("fault,code,says", [
+FAULTS = [
     ("write:1=ENOSPC", 1, "error: No space left on device"),
     ("write:2=EIO", 1, "error: Input/output error"),
     ("rename:2=EIO", 1, "error: Input/output error"),
     ("commit=EACCES", 1, "error: Permission denied"),
-])
-def test_io_errors_leave_every_file_as_it_was(tmp_path, cmd, fault, code, says):
+]
+
+
+def matrix(rows, cols):
+    """Every (row, col) pair; `make test` runs one col a row, in turn (every row and every col at
+    least once), the rest are marked slow (`make test-slow`)."""
+    return [pytest.param(r, c, marks=() if j == i % len(cols) else pytest.mark.slow,
+                         id=f"{r}-{c[0] if isinstance(c, tuple) else c}")
+            for i, r in enumerate(rows) for j, c in enumerate(cols)]
+
+
+@pytest.mark.parametrize("cmd,fault", matrix(list(COMMANDS), FAULTS))
+def test_io_errors_leave_every_file_as_it_was(tmp_path, cmd, fault):
+    fault, code, says = fault
     d = setup_dir(tmp_path)
     before = snapshot(d / "out")
     args = COMMANDS[cmd](d)
@@ -122,11 +133,12 @@ POINTS = ("plan:1", "write:1", "commit", "rename:2")  # outputs planned (the wor
 SIGS = ("SIGTERM", "SIGINT", "SIGHUP")
 
 
-@pytest.mark.parametrize("cmd,point", [(c, p) for c in COMMANDS for p in POINTS])
+@pytest.mark.parametrize("cmd,point", matrix(list(COMMANDS), POINTS))
 def test_a_signal_at_each_point_of_every_writing_command(tmp_path, cmd, point):
     """SIGTERM, SIGINT or SIGHUP (in turn) at each point of a run of every command that writes:
     exit 128 + the signal, every output as it was, no temporary file, no traceback.  (In the
-    workers of --all-ranks the signal goes to their parent, as a user's kill does.)"""
+    workers of --all-ranks the signal goes to their parent, as a user's kill does.)  `make test`:
+    one point a command (each point and each signal at least once); `make test-slow`: all 36."""
     sig = SIGS[(list(COMMANDS).index(cmd) + POINTS.index(point)) % len(SIGS)]
     if cmd in ONE_FILE and point.startswith("rename"):
         point = "rename:1"
@@ -158,7 +170,8 @@ def test_signals_clean_up_and_exit_128_plus_the_signal(tmp_path, cmd, fault, cod
         assert "worker process killed by SIGKILL" in r.stderr
 
 
-@pytest.mark.parametrize("delay", [0.5, 1.5, 3.0])
+@pytest.mark.parametrize("delay", [pytest.param(0.5, marks=pytest.mark.slow), 1.5,
+                                   pytest.param(3.0, marks=pytest.mark.slow)])
 def test_a_real_sigterm_at_any_moment_leaves_the_old_files_or_all_new_ones(tmp_path, delay):
     """``kill PID`` from outside (no injection) at some moment of a --all-ranks run with startup
     programs, wherever it lands (start-up, the shared passes, the workers, the renames, after

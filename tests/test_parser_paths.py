@@ -1,4 +1,4 @@
-"""The fast line parser and the full Lark grammar build identical IR."""
+"""The fast line parser and the full Lark grammar build identical IR, and print back the input."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +18,8 @@ FILES = ir_files("corpus", "oracle/syntax") + ir_files("oracle/stage1")[::10] + 
 def test_fast_and_full_paths_agree(path):
     s = path.read_text()
     full = distc.parse(s, fast=False)
+    # the full grammar's IR printed anew (every op, no source lines) gives the input's bytes
+    assert print_program(full, canonical=True) == s
     if "pd_op.while" in s or "^kw:" in s:
         # while loops and inline block arguments are read by the grammar (program keyword
         # arguments alone: test_program_keyword_arguments_on_the_fast_path)

@@ -53,20 +53,37 @@ def load(path: pathlib.Path):
     return p
 
 
-def case_status(name: str, ranks: dict) -> tuple[str, object, dict]:
-    """('refused'|'incomplete'|'complete', before program, {rank: after program})."""
+def case_kind(ranks: dict) -> tuple[str, set]:
+    """('refused'|'incomplete'|'complete', the ranks of the reshard's meshes); parses the before
+    program only."""
     bf = next((v["before.ir"] for v in ranks.values() if "before.ir" in v), None)
     if bf is None:
-        return "refused", None, {}
-    before = load(bf)
-    rs = before.find("dist_op.reshard")[0]
+        return "refused", set()
+    rs = load(bf).find("dist_op.reshard")[0]
     src, dst = rs.operands[0].type.dist, rs.results[0].type.dist
     need = set(src.mesh.process_ids) | set(dst.mesh.process_ids)
     if any("error.txt" in ranks.get(r, {}) for r in need):
-        return "refused", before, {}
+        return "refused", need
     if not all("after.ir" in ranks.get(r, {}) for r in need):
-        return "incomplete", before, {}
-    return "complete", before, {r: load(ranks[r]["after.ir"]) for r in sorted(need)}
+        return "incomplete", need
+    return "complete", need
+
+
+def case_status(name: str, ranks: dict) -> tuple[str, object, dict]:
+    """('refused'|'incomplete'|'complete', before program, {rank: after program})."""
+    kind, need = case_kind(ranks)
+    bf = next((v["before.ir"] for v in ranks.values() if "before.ir" in v), None)
+    before = load(bf) if bf else None
+    return kind, before, {r: load(ranks[r]["after.ir"]) for r in sorted(need)} if kind == "complete" else {}
+
+
+class _Status(dict):
+    """name -> case_status(...), parsed when a test first asks (not at collection: a worker parses
+    only the after programs of the cases it runs)."""
+
+    def __missing__(self, name):
+        v = self[name] = case_status(name, CASES[name])
+        return v
 
 
 # Paddle 3.3.1 lowerings the simulator proves wrong (every rank's after-file is Paddle's own).
@@ -91,8 +108,9 @@ PADDLE_BUGS: dict[str, str] = {
 # (PP->PR, PP->RP, PP->PS1, PR->PS1, PS1->PR need no R->P step: Paddle gets them right)
 
 CASES = reshard_cases()
-STATUS = {name: case_status(name, ranks) for name, ranks in sorted(CASES.items())}
-COMPLETE = sorted(n for n, (s, _, _) in STATUS.items() if s == "complete")
+KIND = {name: case_kind(ranks)[0] for name, ranks in sorted(CASES.items())}
+STATUS = _Status()
+COMPLETE = sorted(n for n, k in KIND.items() if k == "complete")
 
 
 def test_oracle_data_is_there():
@@ -269,7 +287,7 @@ def test_reduce_arrays():
 # Cases dumped for some ranks only (3-D mesh: ranks 0 and 5; offset ids: ranks 4 and 6).
 # tests/test_reshard_parity.py shows distc's Paddle-only lowering equals Paddle's files on the
 # dumped ranks; here that lowering, for every rank, is proven (or shown wrong where Paddle is).
-INCOMPLETE = sorted(n for n, (s, _, _) in STATUS.items() if s == "incomplete")
+INCOMPLETE = sorted(n for n, k in KIND.items() if k == "incomplete")
 PADDLE_BUGS_VIA_PARITY = {
     "m4567_R_to_P": "R->P on mesh [4,5,6,7] (no global rank 0): every rank writes zeros",
     "m45_67_RR_to_PR": "R->P on a 2-D mesh without rank 0",
