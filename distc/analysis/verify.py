@@ -46,7 +46,7 @@ def verify_values(prog: Program) -> None:
                     i = values.index(v)
                     seen.add(id(v._type))
                     _check_type(op, f"{kind}({i})", v._type, seen)
-        d = op._attrs.get("op_dist_attr")
+        d = op.attr("op_dist_attr")
         if d is not None and id(d) not in seen and isinstance(d, OperationDistAttr):
             seen.add(id(d))
             _check_mesh(op, "op_dist_attr", d.mesh, seen)
@@ -161,9 +161,8 @@ def _has_use(uses: list, op: Operation, i: int) -> bool:
 def _verify_dist(op: Operation, fits: set) -> None:
     """``fits``: (entry, type) pairs already found to fit, by identity (entries and types are
     immutable and shared between ops: each pair is checked once)."""
-    attrs = op._attrs
-    d = attrs.get("op_dist_attr")
-    if d is None or not isinstance(d, OperationDistAttr) or "grad_merge_add" in attrs:
+    d = op.attr("op_dist_attr")
+    if d is None or not isinstance(d, OperationDistAttr) or op.has_attr("grad_merge_add"):
         return  # (Paddle's gradient-merge add_ carries its gradient's producer's dist attr)
     # Paddle itself writes fewer entries than operands on some ops (the slice of r->s keeps only
     # operand(0); full on non-root ranks of r->p keeps a stale operand entry), so entry counts are

@@ -44,12 +44,13 @@ def _clone_block(block: Block, vmap: dict, pending: list, keep=None, prepare=Non
     for old in block.ops:
         if keep is not None and not keep(old):
             continue
-        op = type(old)(old.name, (), [r._type for r in old.results], old._attrs,
+        op = type(old)(old.name, (), [r._type for r in old.results], old._attrs or {},
                        [_clone_region(r, vmap, pending) for r in old.regions],
                        op_id=old.op_id, result_names=[r.name for r in old.results],
                        operand_keywords=old.operand_keywords, sig=old.sig)
         for r, nr in zip(old.results, op.results):
             vmap[r] = nr
+        op._attrs, op._as_read, op._reader, op._dist = old._attrs, old._as_read, old._reader, old._dist  # (read or not)
         op.loc = old.loc
         op.src = old.src
         op.indent = old.indent

@@ -21,7 +21,8 @@ from .values import BlockArgument, OpResult, Value, _add_use  # noqa: F401 (Valu
 class Operation:
     __slots__ = (
         "name", "op_id", "_operands", "operand_keywords", "results", "_attrs", "regions", "parent",
-        "_line", "_col", "src", "indent", "pre", "dirty", "sig", "_prev", "_next", "__weakref__",
+        "_line", "_col", "src", "indent", "pre", "dirty", "sig", "_prev", "_next", "_as_read", "_reader", "_dist",
+        "__weakref__",
     )
 
     def __init__(
@@ -43,7 +44,10 @@ class Operation:
         self.operand_keywords = operand_keywords
         names = result_names or repeat(None)
         self.results = [OpResult(self, t, n) for t, n in zip(result_types, names)]
-        self._attrs: dict[str, Attribute] = attrs if isinstance(attrs, dict) else dict(attrs or {})
+        self._attrs: dict[str, Attribute] | None = attrs if isinstance(attrs, dict) else dict(attrs or {})
+        self._as_read = False  # a parsed op whose attributes are those of its source line (see ``attrs``)
+        self._reader = None
+        self._dist = None  # op_dist_attr of an unread text, once asked (False: none)
         # (no regions, no lines before: one shared empty tuple, not a list an op: a program of a
         # million ops is a million of them)
         self.regions: list[Region] | tuple = ()
@@ -129,34 +133,71 @@ class Operation:
             r.replace_all_uses_with(v)
 
     # -- attributes --------------------------------------------------------------------------
+    # A parsed op knows whether its attributes are still those of its source line (``_as_read``):
+    # the printer copies their text for an op whose operands or types changed (partition retypes
+    # most ops of a program and renames their operands, leaving their attributes alone).  The
+    # parser may also leave the dict unread (``_attrs`` None) where the text is known to read well
+    # (its shape was read before, only its strings differ): then ``_reader.read_attrs(src)``
+    # builds it on first use, and ``_reader.read_dist(src)`` the op_dist_attr alone (what the
+    # passes ask of every op).  Attribute dicts are never changed in place.
+    def _read_attrs(self) -> dict[str, Attribute]:
+        d = self._reader.read_attrs(self.src)  # type: ignore[union-attr]
+        self._attrs = d
+        self._dist = None
+        return d
+
     @property
     def attrs(self) -> Mapping[str, Attribute]:
-        return self._attrs
+        a = self._attrs
+        return a if a is not None else self._read_attrs()
 
     def attr(self, key: str, default=None):
-        return self._attrs.get(key, default)
+        a = self._attrs
+        if a is not None:
+            return a.get(key, default)
+        if key == "op_dist_attr":
+            d = self._unread_dist()
+            return default if d is None else d
+        t = self.src
+        if ("{" + key + ":") not in t and ("," + key + ":") not in t:  # type: ignore[operator]
+            return default  # (a key of the dict is at its start or after a comma: not in the line, not there)
+        return self._read_attrs().get(key, default)
+
+    def _unread_dist(self):
+        d = self._dist
+        if d is None:
+            d = self._reader.read_dist(self.src)  # type: ignore[union-attr]
+            self._dist = d = False if d is None else d
+        return None if d is False else d
+
+    def has_attr(self, key: str) -> bool:
+        return self.attr(key, _ABSENT) is not _ABSENT
 
     def set_attr(self, key: str, value: Attribute) -> None:
-        d = dict(self._attrs)
+        d = dict(self.attrs)
         d[key] = value
         self._attrs = d
+        self._as_read = False
         self.dirty = True
 
     def del_attr(self, key: str) -> None:
-        if key in self._attrs:
-            d = dict(self._attrs)
+        if self.has_attr(key):
+            d = dict(self.attrs)
             del d[key]
             self._attrs = d
+            self._as_read = False
             self.dirty = True
 
     def set_attrs(self, attrs: Mapping[str, Attribute]) -> None:
         self._attrs = dict(attrs)
+        self._as_read = False
         self.dirty = True
 
     @property
     def dist_attr(self) -> OperationDistAttr | None:
-        a = self._attrs.get("op_dist_attr")
-        return a if isinstance(a, OperationDistAttr) else None
+        a = self._attrs
+        d = a.get("op_dist_attr") if a is not None else self._unread_dist()
+        return d if isinstance(d, OperationDistAttr) else None
 
     @dist_attr.setter
     def dist_attr(self, a: OperationDistAttr | None) -> None:
@@ -415,6 +456,8 @@ class Program:
 
         return clone_program(self)
 
+
+_ABSENT = object()
 
 # The printer lives a layer up (distc.syntax.printer) and installs itself here, so that
 # ``str(program)`` works while ``ir`` imports nothing from ``syntax``.

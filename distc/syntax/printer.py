@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..ir.attrs import format_attr_dict
 from ..ir.core import Block, BlockArgument, Operation, Program, Value, set_printer
+from .parser.fast import op_match
 
 
 class _Printer:
@@ -109,9 +110,39 @@ class _Printer:
                 out.append(header_indent + "^kw:")
                 for a in kwargs:
                     out.append(header_indent + self.style.indent + self._arg_text(a))
-        for op in block.ops:
-            self.op(op, indent)
+        self.ops(block.ops, indent)
         out.extend(block.post)
+
+    def ops(self, ops, indent: str) -> None:
+        """:meth:`op` for each op; an unchanged op of a renumbered program (most of a parsed
+        one) is printed right here: its results take the next numbers, and if those are the
+        ones it has and its operands kept theirs, its source line is its text."""
+        out = self.out
+        names = self.names
+        pending = self.inline_pending
+        fast = self.style.renumber and not self.canonical
+        for op in ops:
+            if not fast or op.src is None or op.dirty or op.pre or op.regions:
+                self.op(op, indent)
+                continue
+            clean = True
+            for r in op.results:  # (_name_result, inline)
+                n = r.name
+                if n is None or n.isdigit():
+                    pn = str(self.counter)
+                    self.counter += 1
+                    if pn != n:
+                        names[r] = pn
+                        clean = False
+            if clean:
+                for v in op._operands:
+                    if v is not None and (v in names or (pending and id(v) in pending)):
+                        clean = False
+                        break
+                else:
+                    out.append(op.src)
+                    continue
+            out.append(self.renamed_line(op, op.indent if op.indent is not None else indent))
 
     def _arg_text(self, a: BlockArgument) -> str:
         pn = self.names.get(a, a.name)
@@ -199,6 +230,20 @@ class _Printer:
     def _tail(self, op: Operation, parts: list[str]) -> str:
         if op.sig == "none":
             parts.append(" { ")
+            return "".join(parts)
+        if op._as_read and not self.canonical:
+            atext = op_match(op.src)[5]  # type: ignore[index]
+            # a parsed op whose attributes are as read (its operands or types changed: partition
+            # retypes and renames most ops): its attribute text as it was
+            t = self._t_id
+            outs = ", ".join([t(r._type) for r in op.results])
+            if op.sig == "full":
+                ins = ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in op._operands])
+                parts.append("".join((" {", atext, "} : (", ins, ") -> ", outs)))
+            else:
+                parts.append("".join((" {", atext, "} -> ", outs)))
+            if op.regions:
+                parts.append(" {")
             return "".join(parts)
         # the rest (attributes, types) is often the same objects as an op printed before (a
         # replayed reshard, a layer like the last one): keyed by identity, valid while printing

@@ -40,10 +40,11 @@ def parse(text: str, filename: str | None = None, *, fast: bool = True, progress
 
     ``progress``, if given, is called now and then with the number of characters read."""
     text, newline = normalize_newlines(text)
-    spans = program_spans(text)
+    cores: list = []
+    spans = program_spans(text, cores)
     if len(spans) > 1:
         raise _several(text, spans, filename)
-    return _parse_span(text, 0, len(text), filename, fast, newline, progress)
+    return _parse_span(text, 0, len(text), filename, fast, newline, progress, core=cores[0])
 
 
 def parse_programs(text: str, filename: str | None = None, *, fast: bool = True) -> list[Program]:
@@ -80,11 +81,13 @@ def _listing(text: str, spans) -> list[str]:
 
 
 def _parse_span(text: str, s: int, e: int, filename, fast: bool, newline: str, progress=None,
-                lines_before: int | None = None, fast_parser: FastParser | None = None) -> Program:
+                lines_before: int | None = None, fast_parser: FastParser | None = None,
+                core: tuple[int, int] | None = None) -> Program:
     """The program in ``text[s:e]`` (the log text before its opening line becomes its head, the
     text after its closing line its tail), located in the whole file: its line numbers are
-    shifted by the lines before it (``lines_before``: the count up to ``s``, if known)."""
-    a, b = program_core(text, s, e)
+    shifted by the lines before it (``lines_before``: the count up to ``s``, if known; ``core``:
+    the span's :func:`program_core`, if known)."""
+    a, b = core if core is not None else program_core(text, s, e)
     if a == s and text.find("{", s, e) < 0:
         raise DiagnosticError("no PIR program here: a program is a line ending in '{', its ops and a '}' line",
                               text.count("\n", 0, s) + 1, 1, filename=filename, source=text)
@@ -126,13 +129,22 @@ def collector_off() -> Iterator[None]:
     """The cyclic garbage collector off while a big program is built (a parse, ``distc shard``):
     it leaves almost no cyclic garbage, and with the collector on every 700 new ops, results and
     lists rescan the young objects, and now and then all of the program (a fifth of a parse of
-    mlp680).  Back on afterwards, if it was on (a library user's process is left as it was)."""
+    mlp680).  Back on afterwards, if it was on (a library user's process is left as it was).
+
+    What was built meanwhile goes to the oldest generation at once (``gc.freeze()`` then
+    ``gc.unfreeze()``: two list splices): else the collector's first run after it is back on
+    scans every object of the program as young (a tenth of mlp680's parse + print, 0.16 s CPU of
+    mlp256's one-rank ``distc shard``, at its very end).  They stay collectable, by the full
+    collections.  Not when the process holds frozen objects of its own (they stay frozen)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
@@ -175,6 +187,8 @@ def _parse_one_body(text: str, filename, fast: bool, progress, newline: str,
 
 
 def detect_style(text: str, prog: Program) -> Style:
+    """The print style of ``text``, parsed as ``prog`` (attribute texts the parser left unread
+    are not read: their parse knows whether any has its keys out of order)."""
     s = Style()
     head = text[:200_000]
     s.typed_attrs = any(t in head for t in ("(Int32)", "(Int64)", "(pd_op.", "(Float)", "(Double)", "(Bool)"))
@@ -193,8 +207,11 @@ def detect_style(text: str, prog: Program) -> Style:
     n = 0
     seen: set[int] = set()  # attribute dicts are shared between ops read alike: each checked once
     for op in prog.walk():
-        attrs = op.attrs
-        if sorted_ok and id(attrs) not in seen:
+        attrs = op._attrs
+        if attrs is None:
+            if op._reader.unsorted:
+                sorted_ok = False
+        elif sorted_ok and id(attrs) not in seen:
             seen.add(id(attrs))
             keys = list(attrs)
             if keys != sorted(keys):

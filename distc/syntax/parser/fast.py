@@ -14,7 +14,7 @@ from .leaves import (
     check_nesting,
 )
 from .names import Builder
-from .texts import from_skeleton, keep_skeleton, kwarg_lines as _kwarg_lines, split_plain as _split_plain
+from .texts import Cache as _Cache, Unread, dist_item, from_skeleton, keep_skeleton, skeleton_of, kwarg_lines as _kwarg_lines, split_plain as _split_plain
 
 
 def lark_parser():
@@ -83,41 +83,10 @@ _TRIVIA = re.compile(r"[ \t]*(//.*)?")
 _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
 
 
-_CACHE_TEXT = 1 << 16  # longer attribute texts are not kept in the caches (a 20 MB string would stay)
-
-
 _KNOWN_TYPES = 4096  # type and mesh spellings kept across type lists
 _KNOWN_TEXT = 4096  # ... from type lists spelt in fewer characters than this
 
 _TRAILING_COMMENT = re.compile(r"[ \t]*//[^\n]*$")
-
-
-class _Cache(dict):
-    """Parsed pieces by spelling.  It starts small and doubles while its spellings come back (a
-    real dump repeats most of its attribute texts); when it is full and they did not, it starts
-    over: a million distinct ops keep a few thousand spellings, not a million (a copy of each
-    op's attribute text)."""
-
-    def __init__(self, size: int = 1 << 11, most: int = 1 << 16) -> None:
-        super().__init__()
-        self.size, self.most, self.hits = size, most, 0
-
-    def hit(self, key):
-        v = self.get(key)
-        if v is not None:
-            self.hits += 1
-        return v
-
-    def keep(self, key, value) -> None:
-        if len(key) >= _CACHE_TEXT:
-            return
-        if len(self) >= self.size:
-            if self.hits * 16 >= len(self) and self.size < self.most:
-                self.size *= 2  # they come back: keep them all
-            else:
-                self.clear()
-            self.hits = 0
-        self[key] = value
 
 
 class FastParser:
@@ -133,6 +102,7 @@ class FastParser:
         self.meshes: dict = {}  # long mesh spellings read in the current parse (see leaves._mesh_of)
         self.known_types: dict = {}  # types and meshes by spelling, across type lists
         self._lark_inst = None
+        self.unread = Unread(self)  # what the ops of the current parse left unread ask
 
     @property
     def _lark(self):
@@ -187,6 +157,36 @@ class FastParser:
             keep_skeleton(self.skeletons, text, d)
         return d
 
+    def attr_dict_or_unread(self, text: str) -> dict | None:
+        """:meth:`attr_dict`, or None where the text may be left unread until its op is asked
+        (``Operation.attrs``; it then calls :attr:`read_attrs`): a text of a skeleton read
+        before, whose keys are spelt plainly, reads well for sure.  Most attribute texts of a
+        dump differ from all others (a name, a struct name) but share a skeleton."""
+        d = self.attr_dicts.get(text)
+        if d is not None:
+            self.attr_dicts.hits += 1
+            return d
+        if '"' in text and "\\" not in text and "\n" not in text:
+            tpl = skeleton_of(self.skeletons, text)
+            if tpl is not None and tpl[2]:
+                if not tpl[3]:
+                    self.unread.unsorted = True
+                return None
+        return self.attr_dict(text)
+
+    def read_attrs(self, src: str) -> dict:
+        """The attribute dict of an op line whose text was left unread."""
+        return self.attr_dict(op_match(src)[5])  # type: ignore[index]
+
+    def read_dist(self, src: str):
+        """The ``op_dist_attr`` of an op line whose attribute text was left unread (None: it has
+        none), without the rest of its dict."""
+        item = dist_item(op_match(src)[5])  # type: ignore[index]
+        if item is None:
+            return None
+        kv = self.items.get(item)
+        return (kv if kv is not None else self._item(item))[1]
+
     def _item(self, item: str) -> tuple:
         kv = _simple_item(item)
         if kv is None:
@@ -230,6 +230,7 @@ class FastParser:
         return out
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
+        self.unread = Unread(self)
         try:
             return self._parse(text, filename, progress)
         finally:
@@ -264,6 +265,8 @@ class FastParser:
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
+        unread = self.attr_dict_or_unread
+        reader = self.unread
         build = b.build_line
         step = max(1 << 16, n // 100)
         next_report = step
@@ -292,7 +295,7 @@ class FastParser:
                 try:
                     if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
                         op = build(_names(res), name, int(oid) if oid else None, _operand_names(opnds),
-                                   attr_dict(attrs), types(tin), types(tout or ""), i + 1, ind, line, block)
+                                   unread(attrs), types(tin), types(tout or ""), i + 1, ind, line, block, reader)
                         if pre:
                             op.pre = pre
                             pre = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ...ir.core import BlockArgument, Block, Operation, OpResult, Value
 from ...ir.types import NULL_TYPE
-from ...ir.values import _add_use
 from ..diagnostics import DiagnosticError
 
 
@@ -97,12 +96,14 @@ class Builder:
             self.define(rname, r, rl, rc)
         return op
 
-    def build_line(self, results: list[str], name: str, op_id: int | None, operands: list[str | None], attrs: dict,
-                   in_types: list, out_types: list, line: int, indent: str, src: str, block: Block) -> Operation:
+    def build_line(self, results: list[str], name: str, op_id: int | None, operands: list[str | None],
+                   attrs: dict | None, in_types: list, out_types: list, line: int, indent: str, src: str,
+                   block: Block, reader=None) -> Operation:
         """:meth:`build` for the fast path's ordinary op line (``sig`` "full", no regions, no
         keywords, no inline block arguments), with the least work: names are given without
         ``%`` (``None``: ``<<NULL VALUE>>``); the op keeps ``src`` as its clean source line and is
-        appended to ``block``.  Anything wrong raises (the fast path then lets the grammar read
+        appended to ``block``; ``attrs`` None leaves its attribute text unread until asked
+        (``reader.read_attrs(src)`` reads it then).  Anything wrong raises (the fast path then lets the grammar read
         the line again, for its located message); nothing is defined or appended then."""
         if len(out_types) != len(results) or len(in_types) != len(operands):
             return self.build([(r, line, 0) for r in results], name, op_id,  # (raises: the counts differ)
@@ -153,6 +154,9 @@ class Builder:
             scope[rname] = r
         op.results = res
         op._attrs = attrs
+        op._as_read = True
+        op._reader = reader
+        op._dist = None
         op.regions = ()
         op._line = line
         op._col = len(indent) + 1
@@ -161,9 +165,12 @@ class Builder:
         op.pre = ()
         op.dirty = False
         op.sig = "full"
-        for i, v in enumerate(values):
+        for i, v in enumerate(values):  # (_add_use, inline)
             if v is not None:
-                _add_use(v, op, i)
+                if v.uses:
+                    v.uses.append((op, i))
+                else:
+                    v.uses = [(op, i)]
         op.parent = None
         op._prev = op._next = None
         block.append(op)

@@ -50,7 +50,7 @@ def from_skeleton(skeletons, text: str) -> dict | None:
     if tpl is None:
         return None
     skeletons.hits += 1
-    base, keys = tpl
+    base, keys = tpl[0], tpl[1]
     d = dict(base)
     for k, raw in zip(keys, _SIMPLE_STRING.findall(text)):
         d[k] = StrAttr(raw[1:-1])
@@ -71,7 +71,22 @@ def keep_skeleton(skeletons, text: str, d: dict) -> None:
         v = d.get(k)
         if not isinstance(v, StrAttr) or v.raw != raw[1:-1]:
             return
-    skeletons.keep(_SIMPLE_STRING.sub('""', text), (d, keys))
+    skeletons.keep(_SIMPLE_STRING.sub('""', text), (d, keys, _keys_found(text, d), list(d) == sorted(d)))
+
+
+def _keys_found(text: str, d: dict) -> bool:
+    """Every key of ``d`` is spelt ``key:`` at the start of ``text`` or right after a comma (so a
+    key found in neither place is not one of the dict's: what :meth:`Operation.attr` asks an
+    unread text).  The texts of a skeleton agree on it: they differ only inside strings."""
+    return all(text.startswith(k + ":") or ("," + k + ":") in text for k in d)
+
+
+def skeleton_of(skeletons, text: str):
+    """The kept ``(dict, string keys, keys found, sorted)`` of ``text``'s skeleton, or None."""
+    tpl = skeletons.get(_SIMPLE_STRING.sub('""', text))
+    if tpl is not None:
+        skeletons.hits += 1
+    return tpl
 
 
 _KWARG_LINE = re.compile(r"([ \t]+)%([^\s,()\[\]{}<>=:]+)(?: \{(.*)\})?[ \t]*")
@@ -94,3 +109,66 @@ def kwarg_lines(text: str, pos: int, i: int) -> list | None:
         i += 1
         pos = e + 1
     return out or None
+
+
+CACHE_TEXT = 1 << 16  # longer texts are not kept in the caches (a 20 MB string would stay)
+
+
+class Cache(dict):
+    """Parsed pieces by spelling.  It starts small and doubles while its spellings come back (a
+    real dump repeats most of its attribute texts); when it is full and they did not, it starts
+    over: a million distinct ops keep a few thousand spellings, not a million (a copy of each
+    op's attribute text)."""
+
+    def __init__(self, size: int = 1 << 11, most: int = 1 << 16) -> None:
+        super().__init__()
+        self.size, self.most, self.hits = size, most, 0
+
+    def hit(self, key):
+        v = self.get(key)
+        if v is not None:
+            self.hits += 1
+        return v
+
+    def keep(self, key, value) -> None:
+        if len(key) >= CACHE_TEXT:
+            return
+        if len(self) >= self.size:
+            if self.hits * 16 >= len(self) and self.size < self.most:
+                self.size *= 2  # they come back: keep them all
+            else:
+                self.clear()
+            self.hits = 0
+        self[key] = value
+
+
+def dist_item(text: str) -> str | None:
+    """The ``op_dist_attr:{...}`` item of an attribute text whose strings hold no backslash
+    (None: it has none).  The item holds no string: it ends at the first '}' after which its
+    braces balance."""
+    i = text.find("op_dist_attr:{")
+    while i > 0 and (text[i - 1] != "," or text.count('"', 0, i) % 2):  # (not a key: inside a string)
+        i = text.find("op_dist_attr:{", i + 1)
+    if i < 0:
+        return None
+    j = text.find("}", i)
+    while j >= 0 and text.count("{", i, j) != text.count("}", i, j + 1):
+        j = text.find("}", j + 1)
+    return text[i:j + 1] if j >= 0 else None
+
+
+class Unread:
+    """What an op whose attribute text was left unread asks (``Operation.attrs``): one for the
+    ops of one parse.  ``unsorted``: a text left unread has its keys out of order (the print
+    style's ``sorted_attrs`` is false then, see :func:`distc.syntax.parser.detect_style`)."""
+
+    __slots__ = ("parser", "unsorted")
+
+    def __init__(self, parser) -> None:
+        self.parser, self.unsorted = parser, False
+
+    def read_attrs(self, src: str) -> dict:
+        return self.parser.read_attrs(src)
+
+    def read_dist(self, src: str):
+        return self.parser.read_dist(src)

@@ -1,0 +1,128 @@
+"""Ops whose attribute text the parser leaves unread (issue 23): the dict is built on first use and
+equals the one read at once; ``op_dist_attr`` is read alone; an op whose operands or types change
+prints its attribute text as read; the print style knows about unsorted texts left unread; the
+programs of a file are found in one scan."""
+
+import gc
+
+import pytest
+
+import distc
+from distc.ir import attrs as A
+from distc.ir.types import DistTensorType
+from distc.syntax.parser import collector_off, parse_programs
+from distc.syntax.parser.fast import op_match
+from distc.syntax.parser.programs import normalize_newlines, program_core, program_spans
+from distc.syntax.parser.texts import dist_item
+from distc.syntax.printer import print_program
+
+from conftest import DATA, ir_files
+
+FILES = ir_files("corpus", "oracle/syntax") + ir_files("oracle/stage1")[::10] + ir_files("oracle/reshard")[::25]
+MLP = DATA.parents[1] / "samples" / "mlp_dp2mp2_adamw.ir"
+
+
+def _line(name, i, extra=""):
+    return (f'    (%{i}) = "pd_op.data" () {{dtype:float32,name:"{name}"{extra},place:Place(cpu),shape:[2],'
+            f'stop_gradient:[true]}} : () -> tensor<2xf32>\n')
+
+
+@pytest.mark.parametrize("path", FILES[::4], ids=lambda p: str(p.relative_to(DATA)))
+def test_unread_dicts_equal_dicts_read_at_once(path):
+    text = path.read_text()
+    lazy = distc.parse(text)
+    eager = distc.parse(text, fast=False)
+    a, b = list(lazy.walk()), list(eager.walk())
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if x._attrs is None:  # left unread: op_dist_attr alone first, then the whole dict
+            assert x.dist_attr == y.dist_attr
+            assert x._attrs is None
+            for key in ("op_role", "name", "nope", "process_ids", "shape"):
+                assert x.attr(key) == y.attr(key)
+        assert dict(x.attrs) == dict(y.attrs)
+        assert list(x.attrs) == list(y.attrs)
+    assert print_program(lazy) == text
+    assert print_program(lazy, canonical=True) == print_program(eager, canonical=True)
+
+
+def test_ops_are_left_unread_and_read_on_demand():
+    text = "{\n" + "".join(_line(f"x{i}", i) for i in range(4)) + "}\n"
+    prog = distc.parse(text)
+    ops = prog.ops
+    assert ops[0]._attrs is not None  # the first of its skeleton is read
+    assert all(op._attrs is None for op in ops[1:])  # the others differ only in a string
+    assert ops[2].attr("op_dist_attr") is None and ops[2].dist_attr is None
+    assert ops[2].attr("missing", 7) == 7 and ops[2]._attrs is None
+    assert ops[2].attr("name") == A.StrAttr("x2") and ops[2]._attrs is not None
+    ops[3].set_attr("name", A.StrAttr("renamed"))
+    assert ops[3].attr("shape") == ops[0].attr("shape")
+    out = str(prog)
+    assert 'name:"renamed"' in out and out.replace('"renamed"', '"x3"') == text
+
+
+def test_retyped_op_prints_its_attribute_text_as_read():
+    """Partition retypes values and renames operands but leaves most ops' attributes alone: the
+    op is printed anew from its attribute text, with the new types."""
+    text = MLP.read_text()
+    prog = distc.parse(text)
+    op = next(o for o in prog.ops if o.name == "pd_op.matmul")
+    v = op.results[0]
+    t = v.type
+    assert isinstance(t, DistTensorType)
+    at = op_match(op.src)[5]
+    v.type = t.with_shape(tuple(d * 2 for d in t.shape))  # changes the type's text
+    out = print_program(prog)
+    line = next(ln for ln in out.splitlines() if f"(%{v.name}) = " in ln)
+    assert "{" + at + "} : (" in line
+    assert str(v.type) in line
+    assert out.count("\n") == text.count("\n")
+
+
+def test_unsorted_texts_left_unread_make_the_style_unsorted():
+    text = "{\n" + "".join(_line(f"x{i}", i, extra=",aaa:1") for i in range(3)) + "}\n"
+    prog = distc.parse(text)
+    assert prog.ops[2]._attrs is None
+    assert prog.style.sorted_attrs is False
+    assert prog.style == distc.parse(text, fast=False).style
+    sorted_text = "{\n" + "".join(_line(f"x{i}", i) for i in range(3)) + "}\n"
+    assert distc.parse(sorted_text).style.sorted_attrs is True
+
+
+def test_dist_item_is_the_whole_op_dist_attr_item():
+    body = ('name:"a,op_dist_attr:{x}",op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},'
+            'result(0):{mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1]},chunk_id:-1},op_role:0')
+    assert dist_item(body) == ('op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):{mesh_shape:[2],'
+                               'process_ids:[0,1],dims_mappings:[-1]},chunk_id:-1}')
+    assert dist_item('name:"op_dist_attr:{}"') is None
+    assert dist_item("op_dist_attr:{mesh:{shape:[1]}") is None  # (unbalanced: never left unread)
+
+
+def test_program_spans_give_each_core_on_the_way():
+    texts = [p.read_text() for p in ir_files("corpus")]
+    texts.append("log line\n" + texts[0] + "more log\n" + texts[0] + "tail\n")
+    texts += ["no program here\n", "{\n    (%0) = \"pd_op.x\" () {} : () -> tensor<f32>\n"]
+    for text in texts:
+        text = normalize_newlines(text)[0]
+        cores: list = []
+        spans = program_spans(text, cores)
+        assert cores == [program_core(text, s, e) for s, e in spans]
+    assert len(parse_programs(texts[len(texts) - 3])) == 2
+
+
+def test_collector_off_leaves_the_new_objects_old_and_collectable():
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with collector_off():
+            assert not gc.isenabled()
+            junk = [[i] for i in range(1000)]
+            cyc = []
+            cyc.append(cyc)
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+        assert gc.get_count()[0] < 100  # no scan of the thousand lists is pending
+        del cyc, junk
+        assert gc.collect() >= 1  # the cycle made meanwhile is still found by a full collection
+    finally:
+        if not was:
+            gc.disable()
