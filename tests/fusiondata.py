@@ -75,68 +75,82 @@ def check(case: str, variant: str, rank: int) -> dict[str, str | None]:
     return out
 
 
-# ------------------------------------------------------------------ pipeline stages (pp2 x dp2)
-# gen_fusion.py PP_CASES: gen_pp.py's LLaMA on pp2 x dp2 with enable_tensor_fusion, every rank;
-# variant -> (schedule, accumulate steps) (None: no schedule, gen_pp.py's JOBS model); distc's
-# inputs are gen_pp.py's stage-0 programs (pp/ store; sched/ archive for the schedule model)
+# ------------------------------------------------------------------ pipeline stages (pp2 x dp2, pp2 x dp2 x mp2)
+# gen_fusion.py PP_CASES: gen_pp.py's LLaMA with enable_tensor_fusion, every rank; case -> variant ->
+# (schedule, accumulate steps) (None: no schedule, gen_pp.py's JOBS model); distc's inputs are
+# gen_pp.py's stage-0 programs (pp/ store; sched/ archive for the schedule model)
 PP = "llama_pp2dp2"
-PP_VARIANTS = {"fuse": None, "FThenB.a2.fuse": ("FThenB", 2), "1F1B.a2.fuse": ("1F1B", 2),
-               "GM.a2.fuse": ("GM", 2)}
+PP_CASES = {"llama_pp2dp2": {"fuse": None, "FThenB.a2.fuse": ("FThenB", 2), "1F1B.a2.fuse": ("1F1B", 2),
+                             "GM.a2.fuse": ("GM", 2)},
+            "llama_pp2dp2mp2": {"fuse": None, "1F1B.a4.fuse": ("1F1B", 4)}}
+PP_VARIANTS = PP_CASES[PP]
+PP_RANKS = {"llama_pp2dp2": [0, 1, 2, 3], "llama_pp2dp2mp2": list(range(8))}
+PP_DIMS = {"llama_pp2dp2": ("dp",), "llama_pp2dp2mp2": ("dp", "mp")}
 
 
-def pp_text(variant: str, rank: int, snap: str) -> str:
-    return archive(PP)[f"{PP}.{variant}.r{rank}.{snap}"]
+def pp_text(variant: str, rank: int, snap: str, case: str = PP) -> str:
+    return archive(case)[f"{case}.{variant}.r{rank}.{snap}"]
 
 
-def pp_check(rank: int) -> dict[str, str | None]:
-    """:func:`check` for the pp2 x dp2 program without a schedule (each stage's buffers on its
-    mesh, the clip's norms resharded to the first stage and back)."""
+def _pp_input(case: str, rank: int, snap: str) -> str:
+    """gen_pp.py's stage-0 program of the rank (pp/ stores pp2 x dp2 x mp2's ranks 0, 3, 4, 7: the
+    programs are the same within a pipeline stage)."""
+    stored = [r for r in PP_RANKS[case] if llmdata.has("clip", case, "s0", r, snap, root=llmdata.PP)]
+    r = rank if rank in stored else max(s for s in stored if s <= rank)
+    return llmdata.get("clip", case, "s0", r, snap, root=llmdata.PP)
+
+
+def pp_check(rank: int, case: str = PP) -> dict[str, str | None]:
+    """:func:`check` for a pp program without a schedule (each stage's buffers on its mesh, the
+    clip's norms resharded to the first stage and back)."""
     from distc.pipeline import ShardOptions, ShardPipeline
     from distc.syntax.parser import parse_program
 
-    src = parse_program(llmdata.get("clip", PP, "s0", rank, "before_partition", root=llmdata.PP))
-    sprog = parse_program(llmdata.get("clip", PP, "s0", rank, "startup_after_remove", root=llmdata.PP))
-    want = lambda snap: pp_text("fuse", rank, snap + ".ir")  # noqa: E731
+    src = parse_program(_pp_input(case, rank, "before_partition"))
+    sprog = parse_program(_pp_input(case, rank, "startup_after_remove"))
+    want = lambda snap: pp_text("fuse", rank, snap + ".ir", case)  # noqa: E731
+    o = dict(tensor_fusion=True, mesh_dims=PP_DIMS[case])
     out: dict[str, str | None] = {}
-    res = ShardPipeline(src.clone(), ShardOptions(annotate_only=True, tensor_fusion=True)).lower(rank, copy=False)
+    res = ShardPipeline(src.clone(), ShardOptions(annotate_only=True, **o)).lower(rank, copy=False)
     out["before"] = first_difference(want("before_partition"), res.text)
-    res = ShardPipeline(src.clone(), ShardOptions(tensor_fusion=True), startup=sprog).lower(rank, copy=False)
+    res = ShardPipeline(src.clone(), ShardOptions(**o), startup=sprog).lower(rank, copy=False)
     out["main"] = first_difference(want("after_reshard"), res.text)
     out["startup"] = first_difference(want("startup_final"), res.startup_text)
-    res = ShardPipeline(src, ShardOptions(dense=True, tensor_fusion=True)).lower(rank, copy=False)
+    res = ShardPipeline(src, ShardOptions(dense=True, **o)).lower(rank, copy=False)
     out["dense"] = first_difference(want("dense"), res.text)
     return out
 
 
-def pp_sched_build(variant: str, ranks: list[int]):
+def pp_sched_build(variant: str, ranks: list[int], case: str = PP):
     """distc's results for a schedule variant (``distc shard --tensor-fusion --pp-schedule MODE
     --acc-steps K --paddle`` from the stage-0 program of gen_pp.py's schedule model): (options,
     rank -> RankResult)."""
     import scheddata
     from distc.pipeline import ShardOptions, shard_ranks
 
-    mode, acc = PP_VARIANTS[variant]
-    src, _ = scheddata.main_input(PP, mode, acc, "s0")
-    startups = {r: scheddata.parsed(scheddata.base(PP, "GM" if mode == "GM" else "FThenB", acc, "s0", r)
-                                    + "startup_after_remove.ir") for r in ranks}
-    opts = ShardOptions(stage=1, mesh_dims=("dp",), pp_schedule=None if mode == "GM" else mode, acc_steps=acc,
+    mode, acc = PP_CASES[case][variant]
+    src, _ = scheddata.main_input(case, mode, acc, "s0")
+    first = src[len(case) + 1:].split(".")[0]  # the mode whose stage-0 programs are stored
+    startups = {r: scheddata.parsed(scheddata.base(case, first, acc, "s0", r) + "startup_after_remove.ir")
+                for r in ranks}
+    opts = ShardOptions(stage=1, mesh_dims=PP_DIMS[case], pp_schedule=None if mode == "GM" else mode, acc_steps=acc,
                         paddle_merge=True, tensor_fusion=True)
     return opts, shard_ranks(scheddata.parsed(src), ranks, startup=startups, options=opts)
 
 
-def pp_sched_mismatches(variant: str, ranks: list[int]) -> list[str]:
+def pp_sched_mismatches(variant: str, ranks: list[int], case: str = PP) -> list[str]:
     """``rR SNAPSHOT`` of every file of a schedule variant where distc is not Paddle (ring ids
     renamed): dist_final, dense, the job list, each job program, startup_final; and the job types
     where the two plans differ."""
-    _, res = pp_sched_build(variant, ranks)
+    _, res = pp_sched_build(variant, ranks, case)
     bad = []
     for r, x in res.items():
-        b = f"{PP}.{variant}.r{r}."
+        b = f"{case}.{variant}.r{r}."
         got = {"dist_final.ir": x.text, "dense.ir": str(x.dense), "jobs.txt": x.plan.job_list_text(),
                "startup_final.ir": x.startup_text}
         got.update({f"job.{t}.ir": str(p) for t, p in x.plan.programs.items()})
-        want = sorted(n[len(b):] for n in archive(PP) if n.startswith(b + "job."))
+        want = sorted(n[len(b):] for n in archive(case) if n.startswith(b + "job."))
         if sorted(k for k in got if k.startswith("job.")) != want:
             bad.append(f"r{r} job types {sorted(k for k in got if k.startswith('job.'))} != {want}")
-        bad += [f"r{r} {snap}" for snap, t in got.items() if first_difference(archive(PP)[b + snap], t) is not None]
+        bad += [f"r{r} {snap}" for snap, t in got.items() if first_difference(archive(case)[b + snap], t) is not None]
     return bad

@@ -162,3 +162,31 @@ def test_sliced_constant_state_of_wrong_range_diverges(tmp_path):
                          tmp_path / "startup_after_remove.r{rank}.ir", tmp_path / "s.r{rank}.ir")
     assert r.exit_code == 1, r.output
     assert re.search(r"DIVERGED on rank 0 at 'pd_op.slice': \S+_moment1_0 is not its piece", r.output), r.output
+
+
+# ------------------------------------------------------------ pp2 x dp2 x mp2
+MP = "llama_pp2dp2mp2"
+
+
+def test_mp_no_schedule_equals_paddle():
+    """A rank of stage 1 of pp2 x dp2 x mp2: the stage meshes are 2-D, the clip all-reduces the
+    mp-sharded pieces' norms over the sharding and the mp group of the first stage."""
+    assert F.pp_check(5, MP) == ALL_SAME
+
+
+def test_mp_1f1b_equals_paddle():
+    assert F.pp_sched_mismatches("1F1B.a4.fuse", [6], MP) == []
+
+
+def test_mp_1f1b_whole_step_proven():
+    """Every rank's job programs (1F1B, 4 micro-batches) against the serial step: the ranks number
+    their rings in their own order (the fused buffers' groups first), so a send and a receive
+    meet on the same ordered group, not the same ring id."""
+    import distc
+    from distc.pipeline.schedule import prove_step
+
+    opts, res = F.pp_sched_build("1F1B.a4.fuse", F.PP_RANKS[MP], MP)
+    src, _ = S.main_input(MP, "1F1B", 4, "s0")
+    rep = prove_step(distc.parse(S.text(src), src), res, opts)
+    assert rep.status == 0, rep.summary()
+    assert rep.ranks == list(range(8)) and rep.tensors >= 590

@@ -89,7 +89,7 @@ def fused_layout(prog: Program, local: Callable) -> list[dict]:
         where = _shard_index(prog)
         index = where.get(shard, next(iter(where.values()), 0))
         out.append({"key": key, "names": names, "sizes": [padded(n, a) for n in numels], "size": size,
-                    "shard": shard, "index": index})
+                    "shard": shard, "index": index, "mesh": getattr(getattr(arg.type, "dist", None), "mesh", None)})
     return out
 
 
@@ -101,6 +101,8 @@ def fused_inputs(prog: Program, rank: int, inputs: dict, piece: Callable, local:
     data = {str(attr(op, "name")): op.results[0].type for op in prog.block.ops if op.name == ops.DATA}
     params = param_types(prog)
     for b in fused_layout(prog, local):
+        if b["mesh"] is not None and rank not in b["mesh"].process_ids:  # another pipeline stage's (or expert's)
+            continue
         t0 = params[b["names"][0]]
         dt = np_dtype(getattr(t0, "dtype", "f32"))
         buf = np.zeros(b["size"], dtype=dt)
@@ -149,6 +151,8 @@ def slice_piece(prog: Program, rank: int, name: str, value: np.ndarray) -> np.nd
     params = param_types(prog)
     local = lambda t: local_shape(t, rank)  # noqa: E731
     for b in fused_layout(prog, local):
+        if b["mesh"] is not None and rank not in b["mesh"].process_ids:  # another pipeline stage's (or expert's)
+            continue
         for k, n in enumerate(b["names"]):
             if name != n and not name.startswith(n + "_"):
                 continue

@@ -143,6 +143,9 @@ class JobSimulator(Simulator):
             raise SimulationError(f"ring_id {ring} is no group of rank {rank}", rank, op)
         return tuple(sorted(g))
 
+    def ring_group(self, rank: int, ring):
+        return self.ranks[rank].rings.get(int(ring)) if ring is not None and rank in self.ranks else None
+
     def p2p_partner(self, ring, peer, rank):
         g = self.ranks[rank].rings.get(int(ring)) if ring is not None else None
         if g is None or peer >= len(g):

@@ -233,6 +233,18 @@ class Simulator:
                         return r
         return min(waiting)
 
+    def ring_group(self, rank: int, ring) -> tuple[int, ...] | None:
+        """The ranks of ``ring`` as ``rank`` numbers its rings, in their order (None: not known)."""
+        return self.rings.get(int(ring)) if ring is not None else None
+
+    def _one_channel(self, s: Send, rq: Recv) -> bool:
+        """A send and a receive resolved through rings meet on one communicator: the same ring id,
+        or (each rank numbering its rings in its own order of creation) the same ordered group."""
+        if s.ring == rq.ring:
+            return True
+        g = self.ring_group(s.rank, s.ring)
+        return g is not None and g == self.ring_group(rq.rank, rq.ring)
+
     def _match(self, rq: Recv, sends: list[Send], stuck: bool) -> Send | None:
         """The send a receive gets.  Ring ids are process-local handles (Paddle numbers groups in
         creation order, which differs between ranks), so without ``rings`` a send from s matches
@@ -244,7 +256,7 @@ class Simulator:
         for s in sends:
             if rq.src is not None or s.to is not None:  # resolved through rings=
                 if (rq.src is None or s.rank == rq.src) and (s.to is None or s.to == rq.rank) and \
-                        (rq.src is None or s.to is None or s.ring == rq.ring):
+                        (rq.src is None or s.to is None or self._one_channel(s, rq)):
                     tiers.setdefault(0, []).append(s)
                 continue
             # the 2-rank group is [src, dst] in Paddle (unsorted): each side's ``peer`` is the

@@ -83,8 +83,9 @@ MOE_CASES = {"moe_dp2ep2": ([[0, 1], [2, 3]], ["dp", "ep"])}
 # with enable_tensor_fusion, every rank; variant = [MODE.aACC.]fuse: no schedule (gen_pp.py's JOBS
 # model: one decoder layer a stage) or gen_pp.py's SCHED model with strategy.pipeline (FThenB, 1F1B)
 # or strategy.gradient_merge (GM) at ACC accumulate steps
-PP_CASES = {"llama_pp2dp2": [0, 1, 2, 3]}
-PP_VARIANTS = ["fuse", "FThenB.a2.fuse", "1F1B.a2.fuse", "GM.a2.fuse"]
+PP_CASES = {"llama_pp2dp2": [0, 1, 2, 3], "llama_pp2dp2mp2": list(range(8))}
+PP_VARIANTS = {"llama_pp2dp2": ["fuse", "FThenB.a2.fuse", "1F1B.a2.fuse", "GM.a2.fuse"],
+               "llama_pp2dp2mp2": ["fuse", "1F1B.a4.fuse"]}  # (pp2 x dp2 x mp2: [[[0,1],[2,3]],[[4,5],[6,7]]])
 PP_KEEP = ("before_partition", "after_reshard", "dense", "startup_final", "dist_final", "jobs")  # (and job.*)
 MOE_VARIANTS = ["s0", "s1", "s3", "s0u", "s1u", "s3u", "s1f"]
 
@@ -103,8 +104,8 @@ LLAMA_SKIP = ("s0", "s1")
 def jobs(outdir):
     """MoE first, then the MLP, then the LLaMA decoder (slowest)."""
     out = []
-    for v in PP_VARIANTS:
-        for case, ranks in PP_CASES.items():
+    for case, ranks in PP_CASES.items():
+        for v in PP_VARIANTS[case]:
             out += [("pp", case, v, r, outdir) for r in ranks]
     for case, (ids, _) in MOE_CASES.items():
         for v in MOE_VARIANTS:
