@@ -190,3 +190,12 @@ def test_mp_1f1b_whole_step_proven():
     rep = prove_step(distc.parse(S.text(src), src), res, opts)
     assert rep.status == 0, rep.summary()
     assert rep.ranks == list(range(8)) and rep.tensors >= 590
+
+
+def test_stage3_with_schedule_proven(pp_inputs, tmp_path):
+    """Beyond Paddle: fused ZeRO-3 (parameters gathered at the step's start, kept as the rank's
+    shard) under 1F1B on pp2 x dp2, every rank proven."""
+    r = _shard(pp_inputs, tmp_path, "--stage", "3", "--pp-schedule", "1F1B", "--acc-steps", "2", prefix="sched.")
+    assert r.exit_code == 0, r.output
+    assert "verify (the whole pipelined step): EQUAL: 209 values" in r.output
+    assert len(re.findall(r"^verify startup \(rank \d\): EQUAL", r.output, re.M)) == 4

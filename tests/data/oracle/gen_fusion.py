@@ -27,10 +27,11 @@ replicated head, MSE loss; AdamW.  Variants s0, s1, s3 (ShardingStage1/3 over dp
 and with FLAGS_enable_moe_utils=true (`s0u`, `s1u`, `s3u`; Paddle then lowers the n-d
 shard-to-shard reshard through all_to_all); `s1f`: ShardingStage1 with enable_tensor_fusion.
 
-Pipeline stages (`pp/`, PP_CASES): gen_pp.py's LLaMA on pp2 x dp2 with ShardingStage1("dp") and
-enable_tensor_fusion, every rank: `fuse` (no schedule), `FThenB.a2.fuse`, `1F1B.a2.fuse`
-(strategy.pipeline, accumulate_steps 2), `GM.a2.fuse` (strategy.gradient_merge, k_steps 2); every
-snapshot the engine hooks give (dist_final, jobs.txt, job.TYPE.ir with a schedule).
+Pipeline stages (`pp/`, PP_CASES): gen_pp.py's LLaMA on pp2 x dp2 and pp2 x dp2 x mp2 with
+ShardingStage1("dp") and enable_tensor_fusion, every rank: `fuse` (no schedule); on pp2 x dp2
+`FThenB.a2.fuse`, `1F1B.a2.fuse` (strategy.pipeline, accumulate_steps 2), `GM.a2.fuse`
+(strategy.gradient_merge, k_steps 2); on pp2 x dp2 x mp2 `1F1B.a4.fuse`; every snapshot the engine
+hooks give (dist_final, jobs.txt, job.TYPE.ir with a schedule).
 
 Names as gen_llm.py: GROUP/CASE.VARIANT.rR.SNAPSHOT.ir with SNAPSHOT in before_partition,
 after_reshard, dense, startup_after_remove, startup_final (and startup.before; MoE: after_remove), or
