@@ -81,9 +81,14 @@ def check(case: str, variant: str, rank: int) -> dict[str, str | None]:
 # gen_pp.py's stage-0 programs (pp/ store; sched/ archive for the schedule model)
 PP = "llama_pp2dp2"
 PP_CASES = {"llama_pp2dp2": {"fuse": None, "FThenB.a2.fuse": ("FThenB", 2), "1F1B.a2.fuse": ("1F1B", 2),
-                             "GM.a2.fuse": ("GM", 2)},
+                             "GM.a2.fuse": ("GM", 2), "VPP.a4.fuse": ("VPP", 4)},
             "llama_pp2dp2mp2": {"fuse": None, "1F1B.a4.fuse": ("1F1B", 4)}}
 PP_VARIANTS = PP_CASES[PP]
+PP_REFUSED = ["Eager1F1B.a4.fuse", "ZBH1.a4.fuse"]  # Paddle: 'pipeline scheduler only support FThenB, 1F1B and VPP'
+
+
+def pp_refusal(variant: str, rank: int, case: str = PP) -> str | None:
+    return archive(case).get(f"{case}.{variant}.r{rank}.error.txt")
 PP_RANKS = {"llama_pp2dp2": [0, 1, 2, 3], "llama_pp2dp2mp2": list(range(8))}
 PP_DIMS = {"llama_pp2dp2": ("dp",), "llama_pp2dp2mp2": ("dp", "mp")}
 
@@ -128,7 +133,8 @@ def pp_sched_build(variant: str, ranks: list[int], case: str = PP):
     import scheddata
     from distc.pipeline import ShardOptions, shard_ranks
 
-    mode, acc = PP_CASES[case][variant]
+    mode, acc = PP_CASES[case][variant] if variant in PP_CASES[case] else \
+        (variant.split(".")[0], int(variant.split(".")[1][1:]))
     src, _ = scheddata.main_input(case, mode, acc, "s0")
     first = src[len(case) + 1:].split(".")[0]  # the mode whose stage-0 programs are stored
     startups = {r: scheddata.parsed(scheddata.base(case, first, acc, "s0", r) + "startup_after_remove.ir")

@@ -1,7 +1,8 @@
 """Tensor fusion with pipeline stages (issue 19): Paddle 3.3.1 builds ``enable_tensor_fusion``
-(``ShardingStage1``) on pp2 x dp2 without a schedule, with FThenB and 1F1B (accumulate_steps 2)
-and with gradient merge alone (k_steps 2) -- gen_fusion.py's PP_CASES, every rank, stored in
-tests/data/oracle/fusion/llama_pp2dp2.tar.xz.  distc equals Paddle's programs (without a schedule:
+(``ShardingStage1``) on pp2 x dp2 without a schedule, with FThenB and 1F1B (accumulate_steps 2),
+VPP (4) and with gradient merge alone (k_steps 2), and on pp2 x dp2 x mp2 without a schedule and
+with 1F1B (4); it refuses Eager1F1B and ZBH1 (as without fusion) -- gen_fusion.py's PP_CASES,
+every rank, stored in tests/data/oracle/fusion/llama_pp2dp2*.tar.xz.  distc equals Paddle's programs (without a schedule:
 before partition, after reshard, dense, startup; with one: dist_final, dense, each job program,
 the job list, startup) and proves them (the whole pipelined step on every rank).  Here a part;
 every rank of every variant is ``make test-oracle`` (tests/oracle/test_fusion_matrix.py).
@@ -37,7 +38,8 @@ def test_no_schedule_equals_paddle(rank):
     assert F.pp_check(rank) == ALL_SAME
 
 
-@pytest.mark.parametrize("variant,rank", [("FThenB.a2.fuse", 1), ("1F1B.a2.fuse", 2), ("GM.a2.fuse", 3)])
+@pytest.mark.parametrize("variant,rank", [("FThenB.a2.fuse", 1), ("1F1B.a2.fuse", 2), ("GM.a2.fuse", 3),
+                                          ("VPP.a4.fuse", 0)])
 def test_schedules_equal_paddle(variant, rank):
     """dist_final, dense, every job program, the job list and startup_final of the rank."""
     assert F.pp_sched_mismatches(variant, [rank]) == []
@@ -98,12 +100,20 @@ def test_wrong_fused_job_program_diverges():
     assert rep.status == 1 and rep.divergence.rank == 0, rep.summary()
 
 
-@pytest.mark.parametrize("schedule", ["VPP", "Eager1F1B", "ZBH1"])
-def test_unbuilt_schedules_are_usage_errors(pp_inputs, tmp_path, schedule):
-    r = run("shard", pp_inputs / "sched.before_partition.r0.ir", "--tensor-fusion", "--pp-schedule", schedule,
-            "--acc-steps", "2", "--rank", "0")
-    assert r.exit_code == 2
-    assert f"--tensor-fusion with --pp-schedule {schedule} is not built" in r.output
+@pytest.mark.parametrize("variant", F.PP_REFUSED)
+def test_refused_schedules_built_and_proven(variant):
+    """Eager1F1B and ZBH1 with tensor fusion: Paddle 3.3.1 refuses on every rank (as without
+    fusion); distc's default builds them, proven on every rank (the whole pipelined step)."""
+    import distc
+    from distc.pipeline.schedule import prove_step
+
+    for r in range(4):
+        assert F.pp_refusal(variant, r) == ("AssertionError: pipeline scheduler only support FThenB, 1F1B and VPP "
+                                            f"now, but receive {variant.split('.')[0]}\n")
+    opts, res = F.pp_sched_build(variant, [0, 1, 2, 3])
+    src, _ = S.main_input(F.PP, variant.split(".")[0], 4, "s0")
+    rep = prove_step(distc.parse(S.text(src), src), res, opts)
+    assert rep.status == 0 and rep.ranks == [0, 1, 2, 3] and rep.tensors == 287, rep.summary()
 
 
 # ------------------------------------------------------------ the startup proof on constant-initialised models

@@ -126,9 +126,6 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             raise click.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
         if tensor_fusion and stage == 0:
             raise click.UsageError("--tensor-fusion shards: ZeRO-1 (Paddle's ShardingStage1) or --stage 3 (distc's)")
-        if tensor_fusion and pp_schedule not in (None, "FThenB", "1F1B"):
-            raise click.UsageError(f"--tensor-fusion with --pp-schedule {pp_schedule} is not built (FThenB and 1F1B "
-                                   "are, and --acc-steps alone: Paddle's gradient merge)")
         if rank is not None and rank < 0:
             raise click.BadParameter("--rank must be 0 or more")
         many = all_ranks or rank_list is not None

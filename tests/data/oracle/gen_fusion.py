@@ -30,8 +30,9 @@ shard-to-shard reshard through all_to_all); `s1f`: ShardingStage1 with enable_te
 Pipeline stages (`pp/`, PP_CASES): gen_pp.py's LLaMA on pp2 x dp2 and pp2 x dp2 x mp2 with
 ShardingStage1("dp") and enable_tensor_fusion, every rank: `fuse` (no schedule); on pp2 x dp2
 `FThenB.a2.fuse`, `1F1B.a2.fuse` (strategy.pipeline, accumulate_steps 2), `GM.a2.fuse`
-(strategy.gradient_merge, k_steps 2); on pp2 x dp2 x mp2 `1F1B.a4.fuse`; every snapshot the engine
-hooks give (dist_final, jobs.txt, job.TYPE.ir with a schedule).
+(strategy.gradient_merge, k_steps 2), `VPP.a4.fuse`, `Eager1F1B.a4.fuse`, `ZBH1.a4.fuse` (the last two
+Paddle refuses); on pp2 x dp2 x mp2 `1F1B.a4.fuse`; every snapshot the engine hooks give (dist_final,
+jobs.txt, job.TYPE.ir with a schedule).
 
 Names as gen_llm.py: GROUP/CASE.VARIANT.rR.SNAPSHOT.ir with SNAPSHOT in before_partition,
 after_reshard, dense, startup_after_remove, startup_final (and startup.before; MoE: after_remove), or
@@ -85,7 +86,8 @@ MOE_CASES = {"moe_dp2ep2": ([[0, 1], [2, 3]], ["dp", "ep"])}
 # model: one decoder layer a stage) or gen_pp.py's SCHED model with strategy.pipeline (FThenB, 1F1B)
 # or strategy.gradient_merge (GM) at ACC accumulate steps
 PP_CASES = {"llama_pp2dp2": [0, 1, 2, 3], "llama_pp2dp2mp2": list(range(8))}
-PP_VARIANTS = {"llama_pp2dp2": ["fuse", "FThenB.a2.fuse", "1F1B.a2.fuse", "GM.a2.fuse"],
+PP_VARIANTS = {"llama_pp2dp2": ["fuse", "FThenB.a2.fuse", "1F1B.a2.fuse", "GM.a2.fuse",
+                                "VPP.a4.fuse", "Eager1F1B.a4.fuse", "ZBH1.a4.fuse"],
                "llama_pp2dp2mp2": ["fuse", "1F1B.a4.fuse"]}  # (pp2 x dp2 x mp2: [[[0,1],[2,3]],[[4,5],[6,7]]])
 PP_KEEP = ("before_partition", "after_reshard", "dense", "startup_final", "dist_final", "jobs")  # (and job.*)
 MOE_VARIANTS = ["s0", "s1", "s3", "s0u", "s1u", "s3u", "s1f"]
