@@ -6,6 +6,7 @@ the same machine state:
 
   shard   ``python -m distc shard IN --rank 0 -o OUT -q`` on a deep MLP (bench/data), the whole
           command (imports, parse, shard-optimizer, partition, reshard, print, write);
+  all     the same with ``--all-ranks -o 'DIR/main.r{rank}.ir'`` (its 4 ranks; CPU: its workers too);
   parse   parse + print of the same file after imports, in the child (MB/s of input).
 
 Reported: per commit the median and range of each, and the ratio of medians (B / A), in wall time
@@ -49,13 +50,13 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_shard(tree: Path, src: Path, out: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of the whole command."""
+def run_shard(tree: Path, src: Path, out: Path, every: bool = False) -> tuple[float, float]:
+    """(wall, CPU) seconds of the whole command (``every``: --all-ranks, ``out`` a folder)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     c0 = _children_cpu()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "distc", "shard", str(src), "--rank", "0", "-o", str(out), "-q"],
-                   check=True, env=env, cwd=tree)
+    where = ["--all-ranks", "-o", str(out / "main.r{rank}.ir")] if every else ["--rank", "0", "-o", str(out)]
+    subprocess.run([sys.executable, "-m", "distc", "shard", str(src), *where, "-q"], check=True, env=env, cwd=tree)
     return time.perf_counter() - t0, _children_cpu() - c0
 
 
@@ -92,12 +93,15 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(t / "distc")], check=True)
             trees[rev] = t
         try:
-            res: dict = {rev: {"shard": [], "parse": [], "shard_cpu": [], "parse_cpu": []} for rev in trees}
+            res: dict = {rev: {k: [] for k in ("shard", "parse", "all", "shard_cpu", "parse_cpu", "all_cpu")}
+                         for rev in trees}
+            (d / "all").mkdir()
             load0 = os.getloadavg()
             for i in range(args.repeat):
                 order = list(trees) if i % 2 == 0 else list(reversed(trees))
                 for rev in order:
                     for key, (wall, cpu) in (("shard", run_shard(trees[rev], src, d / "out.ir")),
+                                             ("all", run_shard(trees[rev], src, d / "all", every=True)),
                                              ("parse", run_parse(trees[rev], src))):
                         res[rev][key].append(wall)
                         res[rev][key + "_cpu"].append(cpu)
@@ -110,10 +114,13 @@ def main() -> None:
               "shard_s": {rev: summary(v["shard"]) for rev, v in res.items()},
               "parse_print_MBps": {rev: summary(v["parse"]) for rev, v in res.items()},
               "shard_cpu_s": {rev: summary(v["shard_cpu"]) for rev, v in res.items()},
+              "all_ranks_s": {rev: summary(v["all"]) for rev, v in res.items()},
+              "all_ranks_cpu_s": {rev: summary(v["all_cpu"]) for rev, v in res.items()},
               "parse_print_MB_per_cpu_s": {rev: summary(v["parse_cpu"]) for rev, v in res.items()}}
     ratio = {}
     for name, key in (("shard_time", "shard"), ("parse_print_speed", "parse"), ("shard_cpu_time", "shard_cpu"),
-                      ("parse_print_speed_cpu", "parse_cpu")):
+                      ("parse_print_speed_cpu", "parse_cpu"), ("all_ranks_time", "all"),
+                      ("all_ranks_cpu_time", "all_cpu")):
         a, b = (statistics.median(res[r][key]) for r in (args.a, args.b))
         ratio[name] = round(b / a, 3)
     report["ratio_b_over_a"] = ratio
@@ -124,9 +131,11 @@ def main() -> None:
         sc, pc = report["shard_cpu_s"][rev], report["parse_print_MB_per_cpu_s"][rev]
         print(f"  {rev:>12}: shard --rank 0 {s['median']:.3f} s [{s['min']:.3f}-{s['max']:.3f}] "
               f"(CPU {sc['median']:.3f} s)   parse+print {p['median']:.1f} MB/s [{p['min']:.1f}-{p['max']:.1f}] "
-              f"(CPU {pc['median']:.1f} MB/s)")
+              f"(CPU {pc['median']:.1f} MB/s)   --all-ranks {report['all_ranks_s'][rev]['median']:.3f} s "
+              f"(CPU {report['all_ranks_cpu_s'][rev]['median']:.3f} s)")
     print(f"  B/A: shard time {ratio['shard_time']} (CPU {ratio['shard_cpu_time']}), parse+print speed "
-          f"{ratio['parse_print_speed']} (CPU {ratio['parse_print_speed_cpu']})")
+          f"{ratio['parse_print_speed']} (CPU {ratio['parse_print_speed_cpu']}), --all-ranks time "
+          f"{ratio['all_ranks_time']} (CPU {ratio['all_ranks_cpu_time']})")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from conftest import DATA
 from distc.cli import main
 from distc.driver import fork_each
 from distc.pipeline import ShardOptions, ShardPipeline
+from distc.pipeline.derive import derivable
 from distc.syntax.parser import parse
 
 CORPUS = DATA / "corpus/paddle-3.3.1/stage1"
@@ -73,7 +74,10 @@ def ids(cases) -> list[str]:
 def _work(lower):
     def work(r):
         res = lower(r)
-        res.text, res.startup_text  # noqa: B018  (printed in the worker, as the command does)
+        if res is None:
+            return None
+        for x in (res, *(res.derived or {}).values()):
+            x.text, x.startup_text  # noqa: B018  (printed in the worker, as the command does)
         return res.detached(texts=True)
 
     return work
@@ -97,7 +101,7 @@ def check(case: str, opts: dict, least: int) -> None:
         return pipe
 
     pipe = pipeline()
-    assert pipe.derivable(pipe.ranks())
+    assert derivable(pipe, pipe.ranks())
     got = pipe.run(each=lambda rs, lower: fork_each(rs, _work(lower), 2))
     derived = [r for r, res in got.items() if res.derived_from is not None]
     assert len(derived) >= least, (case, derived)
@@ -108,7 +112,7 @@ def check(case: str, opts: dict, least: int) -> None:
         assert res.startup_text == w.startup_text, f"rank {r}"
         assert res.collectives == [dataclasses.replace(c, layouts=None) for c in w.collectives], f"rank {r}"
         assert (res.rings, res.notes, res.ran) == (w.rings, w.notes, w.ran), f"rank {r}"
-        assert res.sketch is None
+        assert res.derived is None
 
 
 def test_command_writes_derived_ranks(tmp_path):

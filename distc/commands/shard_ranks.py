@@ -3,9 +3,9 @@
 The rank-independent passes (parse, shard-optimizer, partition) run once; then each rank's part
 (reshard, the dense passes, printing, the startup program: :meth:`distc.pipeline.ShardPipeline.lower`)
 runs in a worker process forked from that state (:func:`distc.driver.fork_each`), so each output
-equals what ``--rank R`` alone prints.  Where the passes end with reshard, only the first rank is
-lowered whole; the others are sketched in their workers and their texts derived from the first's
-here (:mod:`distc.pipeline.derive`), byte for byte what a whole lowering prints.
+equals what ``--rank R`` alone prints.  Where the passes end with reshard, the first rank's worker
+also derives the other ranks' texts from its own (:mod:`distc.pipeline.derive`), byte for byte
+what a whole lowering prints; the ranks it cannot derive get workers of their own.
 Outputs go to temporary files (:mod:`distc.outputs`) and are renamed into place only when every
 rank succeeded: a failing rank is named and nothing is written.
 """
@@ -160,19 +160,18 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
     may exit: nothing is written then)."""
 
     def each(rs: list[int], lower) -> dict[int, RankResult]:
-        def work(r: int) -> RankResult:
+        def work(r: int) -> RankResult | None:
             res = lower(r)
-            if res.program is not None:  # (a rank only sketched gets its text derived in this process)
-                targets[r].write(out, res)
-            return res.detached(texts=before_commit is not None or res.sketch is not None)
+            if res is None:  # (nothing to do: distc.pipeline.derive)
+                return None
+            for x in (res, *(res.derived or {}).values()):  # (and the ranks derived from it)
+                targets[x.rank].write(out, x)
+            return res.detached(texts=before_commit is not None)
 
         return fork_each(rs, work, jobs or default_jobs(_input_bytes(pipe.program)))
 
     try:
         result = pipe.run(ranks, each=each)
-        for r, res in result.items():
-            if res.derived_from is not None:
-                targets[r].write(out, res)
     except WorkerFailed as e:
         also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
         head = f"distc shard: rank {e.item} failed{also}; no output written"

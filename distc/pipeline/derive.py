@@ -4,24 +4,25 @@ After the shared passes, the ranks' programs differ only in what the reshard pas
 training program lowers a few distinct reshards (by :class:`~distc.passes.reshard.replay.Replayer`
 key: layouts, types, attributes the lowering reads) hundreds of times each, and for two ranks the
 inserted ops of one key have the same names, wiring and results -- only their attributes and
-types differ (the group's process ids, the offsets of a slice, ring ids).  So:
+types differ (the group's process ids, the offsets of a slice, ring ids).  So, in one worker:
 
 * the **base** rank (the first) is lowered whole, verified and printed, its replayer logging
-  which ops each reshard inserted; :func:`sketch_of` keeps where those ops' lines are in its text;
-* every **other** rank is only *sketched*: the first reshard of each key lowered (ring ids handed
-  out in the same order as a whole lowering does), the others left as they are, their keys logged;
-  each key's inserted ops printed alone and verified (:func:`~distc.passes.reshard.replay.template_text`);
-* :func:`derive` gives the other rank's text: the base text, with the attributes-and-types part of
-  each inserted op's line replaced by the other rank's where the two differ, and its collective
-  records (the template's, at each reshard's line).
+  which ops each reshard inserted and, for the first reshard of each key, what its lowering reads
+  (:func:`~distc.passes.reshard.replay.alone`); :func:`sketch_of` finds those ops' lines in its text;
+* for every **other** rank, each key's first reshard is lowered again alone (:func:`lower_alone`,
+  in the base's order, so ring ids come out as a whole lowering hands them out), its ops printed
+  alone and verified (:func:`~distc.passes.reshard.replay.template_text`);
+* :func:`derive` gives that rank's text: the base text, with the attributes-and-types part of
+  each inserted op's line replaced by the rank's where the two differ, and its collective records
+  (the template's, at each reshard's line); its startup program is lowered whole.
 
-A rank is derived only if every check holds, else it is lowered whole as before: both ranks'
-reshards have the same keys in the same order, every key has a template (no reshard lowered one
-by one: one that reaches outside its own ops, leaves notes or has no key), the templates have the
-same shape (op names, operand wiring, result counts) and the value replacing the reshard's result
-prints the same type (so the other ops' lines are the same text), the base program has no
-regions, and each replaced line ends with the base template's text.
-``tests/test_derive_ranks.py`` holds derived texts to whole lowerings byte for byte.
+A rank is derived only if every check holds, else it is lowered whole as before: every reshard
+has a key and every key a template (none lowered one by one: reaching outside its own ops,
+leaving notes), the rank's templates have the base's shape (op names, operand wiring, result
+counts) and the value replacing each reshard's result prints the same type (so every other line
+is the same text), the lowering alone sees the same key, the base program has no regions, and
+each replaced line ends with the base template's text.  ``tests/test_derive_ranks.py`` holds
+derived texts to whole lowerings byte for byte.
 """
 
 from __future__ import annotations
@@ -57,8 +58,7 @@ def sketch_of(replayer: Replayer, style, base: Program | None = None) -> Sketch:
         if k is not None:
             tt = template_text(t, k[1], style)  # (records without their layouts: plain data)
             templates[hash(k)] = tt and (*tt[:3], [with_value(c, "layouts", None) for c in tt[3]])
-    complete = (not replayer.incomplete and None not in keys
-                and all(templates.get(k) is not None for k in set(keys)))
+    complete = None not in keys and all(templates.get(k) is not None for k in set(keys))
     sk = Sketch(keys, [line for _, _, line in log], templates, complete)
     if base is not None and complete:
         sk.where = _where(base, log, keys)
@@ -111,65 +111,101 @@ def derive(base: Sketch, text: str, other: Sketch) -> tuple[str, list] | None:
     return (text if lines is None else "\n".join(lines)), records
 
 
-def lower_base(pipe, rank: int):
-    """The base rank, lowered whole in place, printed, with its sketch (``res.sketch``)."""
+def lower_alone(recipe: tuple, key: tuple, rank: int, rings, style):
+    """The template of a reshard lowered again, alone, for ``rank`` (``recipe``: what its lowering
+    reads, :func:`~distc.passes.reshard.replay.alone`): in a program of its input's producer, the
+    reshard and, if the input has other users, one more; None if that program's key differs from
+    ``key`` or the lowering is not recorded (it reaches outside its ops)."""
+    from ..ir.core import Block, Operation
+    from ..passes.reshard.lower import Lowering, lower_reshard
+
+    name, attrs, types, loc, sig, oname, oattrs, otypes, osig, index, uses = recipe
+    block = Block()
+    x = block.append(Operation(oname, (), otypes, dict(oattrs), sig=osig)).results[index]
+    op = block.append(Operation(name, (x,), types, dict(attrs), sig=sig))
+    op.loc = loc
+    if uses > 1:
+        block.append(Operation("builtin.use", (x,), ()))
+    paddle_only, enable, disable = key[8:11]
+    if Replayer.key(op, x, paddle_only, enable, disable) != key:
+        return None
+    rp = Replayer(lower_reshard)
+    rp(Program(block, style=style), op, rank, rings=rings, result=Lowering(rank, rings), paddle_only=paddle_only,
+       enable=enable, disable=disable)
+    return rp.templates.get(key)
+
+
+def sketch_alone(base: Replayer, keys: Sketch, rank: int, rings, style) -> Sketch:
+    """Another rank's sketch from the base rank's logging replayer (``keys``: the base's sketch):
+    each key's first reshard lowered alone for ``rank``, in the base's order (so ``rings`` hands
+    out the ids a whole lowering of the rank would)."""
+    templates: dict = {}
+    for k, recipe in base.recipes.items():  # (in the order of their first reshards)
+        tt = template_text(lower_alone(recipe, k, rank, rings, style), k[1], style) if recipe else None
+        templates[hash(k)] = tt and (*tt[:3], [with_value(c, "layouts", None) for c in tt[3]])
+    return Sketch(keys.keys, keys.lines, templates, keys.complete and all(t is not None for t in templates.values()))
+
+
+def lower_deriving(pipe, rank: int, others: list[int]):
+    """The base rank lowered whole in place, and every rank of ``others`` that can be derived from
+    it (``res.derived``: rank -> its result, text and startup program made; the caller writes
+    them; ``derived_from`` set)."""
+    from ..analysis.memory import memory_of
+    from ..dialects.rings import RingAllocator
     from ..passes.reshard.lower import lower_reshard
 
+    sh = pipe.prepare()
+    # (clones: the base's startup program, maybe every rank's, is lowered in place)
+    startups = {r: s.clone() for r in others if (s := pipe.startup_of(r)) is not None}
     rp = Replayer(lower_reshard, log=[])
-    res = pipe.lower(rank, copy=False, replayer=rp)
+    res, ctx, layouts = pipe.lower_main(rank, copy=False, replayer=rp)
+    notes, first, reserved = list(ctx.notes), ctx.rings.first, set(ctx.rings.reserved)
+    pipe.lower_startup(res, ctx, layouts)
     prog = res.program
-    res.text  # noqa: B018  (printed here: the lines of the inserted ops are counted in this text)
-    res.sketch = sketch_of(rp, prog.style, prog)
+    base = sketch_of(rp, prog.style, prog)
+    res.derived = {}
+    if base.where is None:
+        return res
+    text = res.text
+    for r in others:
+        rings = RingAllocator(first, reserved=set(reserved))
+        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style))
+        if d is None:
+            continue
+        got = res.derived[r] = type(res)(r, None, startups.get(r), memory_before=memory_of(sh.before, r),
+                                         memory_after=memory_of(sh.after, r), derived_from=rank)
+        got._text = d[0]
+        got.collectives = [c for c in d[1] if c.runs]
+        got.rings = {ring: group for group, ring in rings.groups.items()}
+        got.ran = [p.spec() for p in pipe.rank_passes(r)]
+        rctx = sh.ctx.fork()
+        rctx.rings, rctx.notes, rctx.collectives = rings, list(notes), list(d[1])
+        pipe.lower_startup(got, rctx, layouts)
     return res
 
 
-def lower_sketch(pipe, rank: int):
-    """A rank only sketched (``res.sketch``; its program dropped: it is not the rank's), its
-    startup program lowered whole and printed."""
-    from ..passes.reshard.lower import lower_reshard
-
-    rp = Replayer(lower_reshard, sketch=True)
-    res = pipe.lower(rank, copy=False, replayer=rp)
-    res.sketch = sketch_of(rp, pipe.program.style)
-    res.program = None
-    res.startup_text  # noqa: B018  (printed in the worker)
-    return res
+def derivable(pipe, ranks: list[int]) -> bool:
+    """Whether ranks' texts may be derived from the first's: several ranks whose passes end with
+    reshard (no dense passes, schedule or tensor fusion)."""
+    o = pipe.options
+    return len(ranks) > 1 and not (o.annotate_only or o.dense or o.scheduled or o.tensor_fusion or o.verify_each)
 
 
 def run_derived(pipe, ranks: list[int], each) -> dict:
-    """``ShardPipeline.run`` with ``each`` (forked workers): the first rank whole, the others
-    sketched and derived from it (their ``derived_from`` set, their texts made here: the caller
-    writes them); a rank that cannot be derived is lowered whole in a second round of workers."""
-    base = ranks[0]
-    _warm(pipe.prepare().program)
-    got = dict(each(ranks, lambda r: lower_base(pipe, r) if r == base else lower_sketch(pipe, r)))
-    b = got[base]
-    redo = []
-    for r in ranks[1:]:
-        res = got[r]
-        d = derive(b.sketch, b.text, res.sketch) if b.sketch is not None and res.sketch is not None else None
-        res.sketch = None
-        if d is None:
-            redo.append(r)
-            continue
-        res._text = d[0]
-        res.collectives = [c for c in d[1] if c.runs]
-        res.derived_from = base
-    b.sketch = None
+    """``ShardPipeline.run`` with ``each`` (forked workers; ``work`` may give None: nothing to do):
+    the first rank lowered whole in a worker that also derives every other rank it can
+    (:func:`lower_deriving`); the ranks it could not derive (or all, where :func:`derivable` says
+    no) are lowered whole, a worker each."""
+    if not derivable(pipe, ranks):
+        return dict(each(ranks, lambda r: pipe.lower(r, copy=False)))
+    base, others = ranks[0], ranks[1:]
+    # (a second item, whose work is None, so that the base is lowered in a worker of its own: this
+    # process keeps the shared state for the ranks the base cannot derive; `each` runs one item here)
+    got = dict(each([base, others[0]], lambda r: lower_deriving(pipe, r, others) if r == base else None))
+    del got[others[0]]
+    got.update(got[base].derived or {})
+    got[base].derived = None
+    redo = [r for r in others if r not in got]
     if redo:
         got.update(each(redo, lambda r: pipe.lower(r, copy=False)))
-    return got
-
-
-def _warm(prog: Program) -> None:
-    """Hash what the reshards' replay keys hold (dist attrs and types keep their hashes): once
-    here, not in every worker (each would compute them for its own copy of the pages)."""
-    from ..dialects.ops import RESHARD
-
-    for op in prog.walk():
-        if op.name == RESHARD:
-            x = op.operand(0)
-            try:
-                hash((op.dist_attr, None if x is None else x.type, *(r.type for r in op.results)))
-            except TypeError:
-                pass
+    return {r: got[r] for r in ranks}

@@ -54,10 +54,10 @@ class RankResult:
     rings: dict | None = None  # and: ring id -> group (ranks), as this rank's programs number them
     fused_dist: Program | None = None  # and tensor fusion: the dist program (its buffers, for the proof)
     steps: list = field(default_factory=list)  # reshard: a ReshardStep per dist_op.reshard
-    # --all-ranks: the rank whose text this one's was derived from (its program is not built); the
-    # sketch a worker sends back for that (distc.pipeline.derive)
+    # --all-ranks: the rank whose text this one's was derived from (its main program is not built),
+    # and the ranks derived in this rank's worker (distc.pipeline.derive)
     derived_from: int | None = None
-    sketch: Any = field(default=None, repr=False)
+    derived: dict | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
 
@@ -99,8 +99,9 @@ class RankResult:
         a worker process sends back."""
         colls = None if self.collectives is None else [dataclasses.replace(c, layouts=None) for c in self.collectives]
         plan = None if self.plan is None else dataclasses.replace(self.plan, programs=dict.fromkeys(self.plan.programs))
+        derived = None if self.derived is None else {r: x.detached(texts) for r, x in self.derived.items()}
         return dataclasses.replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan, steps=[],
-                                   layouts=None, fused_dist=None,
+                                   layouts=None, fused_dist=None, derived=derived,
                                    _text=self._text if texts else None,
                                    _startup_text=self._startup_text if texts else None)
 

@@ -236,12 +236,6 @@ class ShardPipeline:
         """One rank's passes on the main program."""
         return [p for part in self._rank_parts(rank) for p in part]
 
-    def derivable(self, ranks: list[int]) -> bool:
-        """Whether ranks' texts may be derived from the first's (:mod:`distc.pipeline.derive`):
-        several ranks whose passes end with reshard (no dense, schedule, tensor fusion)."""
-        o = self.options
-        return len(ranks) > 1 and not (o.annotate_only or o.dense or o.scheduled or o.tensor_fusion or o.verify_each)
-
     def pp_stage(self, rank: int) -> tuple[int, int]:
         """(the rank's pipeline stage, the number of stages), from the shared program."""
         from ..passes.pipeline_schedule import stage_of
@@ -337,10 +331,15 @@ class ShardPipeline:
         return self.prepared
 
     # -- one rank ---------------------------------------------------------------------------------
-    def lower(self, rank: int, *, copy: bool = True, replayer=None) -> RankResult:
+    def lower(self, rank: int, *, copy: bool = True) -> RankResult:
         """Rank ``rank``'s programs from the shared state: on a copy of it (``copy``), or in place
-        (once: what a forked worker, or a run for one rank, does).  ``replayer``: the reshard
-        pass's (:mod:`distc.pipeline.derive`; a sketching one leaves the program unverified)."""
+        (once: what a forked worker, or a run for one rank, does)."""
+        res, ctx, layouts = self.lower_main(rank, copy=copy)
+        self.lower_startup(res, ctx, layouts)
+        return res
+
+    def lower_main(self, rank: int, *, copy: bool = True, replayer=None) -> tuple[RankResult, PassContext, MainLayouts]:
+        """:meth:`lower` but the startup program (:meth:`lower_startup` takes the rest); ``replayer``: reshard's."""
         sh = self.prepare()
         if not copy:
             if self._consumed:
@@ -363,7 +362,7 @@ class ShardPipeline:
             self._fused(res, ctx.stats.fusion)
         first, dist, dense = self._rank_parts(rank, replayer)
         if first:
-            self._run(first, prog, ctx, final_verify=not dist and not getattr(replayer, "sketch", False))
+            self._run(first, prog, ctx, final_verify=not dist)
             res.collectives = [c for c in ctx.collectives if c.runs]
             res.steps = list(ctx.stats.reshard_steps)
             if dense:  # a schedule: the job programs are split from the dense program
@@ -384,6 +383,11 @@ class ShardPipeline:
             res.ran += [p.spec() for p in first + dist + dense]
             if res.rings is None:
                 res.rings = {ring: group for group, ring in ctx.rings.groups.items()}
+        return res, ctx, layouts
+
+    def lower_startup(self, res: RankResult, ctx: PassContext, layouts: MainLayouts) -> None:
+        """The rank's startup program (``res.startup``, in place) after its main program's passes (``ctx``)."""
+        sprog, rank = res.startup, res.rank
         if sprog is not None:
             try:
                 PassManager(self.startup_passes(rank, layouts), verify_each=False).run(sprog, ctx)
@@ -391,7 +395,6 @@ class ShardPipeline:
                 raise ctx.located(e, sprog.filename) from None
             res.ran.append(f"shard-startup{{rank={rank}}} (on {sprog.filename or '<startup>'})")
         res.notes = ctx.notes
-        return res
 
     @staticmethod
     def _fused(res: RankResult, fusion) -> None:
@@ -427,20 +430,18 @@ class ShardPipeline:
             each: Callable[[list[int], Callable[[int], RankResult]], Mapping[int, RankResult]] | None = None
             ) -> ShardResult:
         """Every rank of ``ranks`` (default: all), each from the shared state.  ``each(ranks,
-        work)`` maps ``work`` over the ranks (``distc shard`` forks a worker per rank, which lowers
-        in place); by default one after the other, each on a copy but the last."""
+        work)`` maps ``work`` over the ranks (``distc shard`` forks workers, which lower in place:
+        :mod:`distc.pipeline.derive`); by default one after the other, each on a copy but the last."""
         rs = self.ranks() if ranks is None else list(ranks)
         sh = self.prepare()
         if not self.options.annotate_only:
             from ..passes import reshard  # noqa: F401  (once here, not in each forked worker)
         if each is None:
             out = {r: self.lower(r, copy=k < len(rs) - 1) for k, r in enumerate(rs)}
-        elif self.derivable(rs):
+        else:  # (ranks derived from the first where they can be: distc.pipeline.derive)
             from .derive import run_derived
 
             out = run_derived(self, rs, each)
-        else:
-            out = dict(each(rs, lambda r: self.lower(r, copy=False)))
         return ShardResult(out, sh.ctx.stats.sharding_axis, list(sh.ran), list(sh.notes),
                            self.diagnostics.warnings)
 

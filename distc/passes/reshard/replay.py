@@ -43,19 +43,16 @@ class Replayer:
     """``lower_reshard`` with memory: same signature, same effect on the program.
 
     ``log``: a list that gets ``(key, ops, line)`` for each reshard, in lowering order (``ops``:
-    those inserted for it, ``None`` when not lowered; ``line``: the reshard's).  ``sketch``: lower only the first reshard of each
-    key (the templates); the later ones are left as they are, their keys logged, and
-    ``incomplete`` says whether some reshard could not be sketched (no key, or a first lowering
-    that was not recorded).  ``distc shard --all-ranks`` lowers one rank whole and the others as
-    sketches (:mod:`distc.pipeline.derive`)."""
+    those inserted for it; ``line``: the reshard's); with it, ``recipes`` keeps for the first
+    reshard of each key what its lowering reads (:func:`alone`): ``distc shard --all-ranks``
+    derives other ranks' texts from one rank's so (:mod:`distc.pipeline.derive`)."""
 
-    def __init__(self, lower_one, *, log: list | None = None, sketch: bool = False) -> None:
+    def __init__(self, lower_one, *, log: list | None = None) -> None:
         self.lower_one = lower_one
         self.templates: dict = {}
         self.replayed = 0
-        self.log = log if log is not None or not sketch else []
-        self.sketch = sketch
-        self.incomplete = False
+        self.log = log
+        self.recipes: dict = {}  # key -> alone(its first reshard)
 
     @staticmethod
     def key(op: Operation, x, paddle_only: bool, enable, disable=()) -> tuple | None:
@@ -79,15 +76,11 @@ class Replayer:
         k = self.key(op, x, paddle_only, enable, disable)
         loc = op.loc
         line = loc[0] if loc else None
-        if self.sketch and (k is None or k in self.templates):
-            self.incomplete = self.incomplete or k is None or self.templates[k] is None
-            self.log.append((k, None, line))
-            return None
+        if k is not None and k not in self.templates:
+            self.recipes[k] = alone(op, x)
         block, before, after = op.parent, op.prev, op.next
         out = self._lower(prog, op, rank, rings, result, paddle_only, enable, disable, k)
         self.log.append((k, _between(block, before, after, op), line))
-        if self.sketch and self.templates.get(k) is None:
-            self.incomplete = True
         return out
 
     def _lower(self, prog, op: Operation, rank: int, rings, result, paddle_only: bool, enable, disable,
@@ -164,6 +157,19 @@ class Replayer:
             result.records.extend(with_value(r, "line", line) for r in t.records)
             result.steps.append(with_value(t.step, "loc", loc))
         return retire(op, out)
+
+
+def alone(op: Operation, x) -> tuple | None:
+    """What lowering the reshard ``op`` of ``x`` reads besides the program around it (the key's
+    fields: its attributes and types, the producer's attributes, whether ``x`` has other users),
+    to lower it again alone for another rank (:func:`distc.pipeline.derive.lower_alone`); None
+    when ``x`` is no op's result."""
+    owner = x.owner if x is not None else None
+    if owner is None or op.regions or owner.regions or op.operand_keywords:
+        return None
+    return (op.name, dict(op.attrs), tuple(r.type for r in op.results), op.loc, op.sig,
+            owner.name, dict(owner.attrs), tuple(r.type for r in owner.results), owner.sig, x.index,
+            min(len(x.uses), 2))
 
 
 def _between(block, before, after, op: Operation) -> list[Operation]:
