@@ -51,12 +51,11 @@ PADDLE_TRAINER_ID=rank, PADDLE_TRAINERS_NUM=8.
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gen_llm import pack, unpack  # noqa: E402
-from oracle_capture import refusal  # noqa: E402
+from oracle_capture import command_line, refusal, run_jobs, write_crash, write_snapshot  # noqa: E402
 
 SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "dense", "startup_after_remove",
              "startup_final"]
@@ -321,9 +320,7 @@ def worker(group, case, variant, rank, outdir):
     names = sorted(got) if group == "pp" else SNAPSHOTS + (["after_remove"] if group == "moe" else [])
     for s in names:  # MoE: share_data_ before dense; pp: every snapshot (dist_final, jobs, job programs)
         if s in got:
-            with open(f"{base}.{s}.{'txt' if s == 'jobs' else 'ir'}", "w", encoding="utf-8") as f:
-                t = got[s]
-                f.write(t if t.endswith("\n") else t + "\n")
+            write_snapshot(f"{base}.{s}.{'txt' if s == 'jobs' else 'ir'}", got[s])
 
 
 def run_worker(job):
@@ -339,45 +336,29 @@ def run_worker(job):
     tag = f"{group}/{case}.{variant}.r{rank}"
     if p.returncode != 0:
         print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
-        with open(os.path.join(outdir, group, f"{case}.{variant}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
-            lines = p.stdout.strip().splitlines() or ["?"]
-            fatal = [ln.strip() for ln in lines if ln.strip().startswith("FatalError:")]
-            f.write("CRASH: " + (fatal or lines)[-1] + "\n")
+        write_crash(os.path.join(outdir, group, f"{case}.{variant}.r{rank}.error.txt"), p.stdout)
     else:
         err = os.path.join(outdir, group, f"{case}.{variant}.r{rank}.error.txt")
         print("  done", tag, "(Paddle refused)" if os.path.exists(err) else "", flush=True)
 
 
+def _pack(args, j):  # SRC DEST: the KEEP subset of SRC into DEST's store
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        select(args[0], tmp)
+        pack(tmp, args[1])
+
+
 def main(argv):
-    j = 2
-    if "-j" in argv:
-        i = argv.index("-j")
-        j = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    if argv[:1] == ["--worker"]:
-        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
-        return 0
-    if argv[:1] == ["--pack"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            select(argv[1], tmp)
-            pack(tmp, argv[2])
-        return 0
-    if argv[:1] == ["--pack-fusion"]:  # SRC DEST: fusion/ programs -> DEST/CASE.tar.xz
-        pack_fusion(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--unpack"]:
-        unpack(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--out"]:
-        todo = [jb for jb in jobs(argv[1]) if not done(jb)]  # a second run goes on where one stopped
-        if len(argv) > 2:
-            todo = [jb for jb in todo if any(f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}".startswith(a) for a in argv[2:])]
-        with ThreadPoolExecutor(max_workers=j) as ex:
-            list(ex.map(run_worker, todo))
-        return 0
-    print(__doc__)
-    return 2
+    return command_line(argv, __doc__, {
+        "--worker": lambda a, j: worker(a[0], a[1], a[2], int(a[3]), a[4]),
+        "--pack": _pack,
+        "--pack-fusion": lambda a, j: pack_fusion(a[0], a[1]),  # SRC DEST: fusion/ programs -> DEST/CASE.tar.xz
+        "--unpack": lambda a, j: unpack(a[0], a[1]),
+        # DIR [FILTER ...]: a second run goes on where one stopped
+        "--out": lambda a, j: run_jobs(run_worker, [jb for jb in jobs(a[0]) if not done(jb)], j, a[1:],
+                                       lambda jb: f"{jb[0]}/{jb[1]}.{jb[2]}.r{jb[3]}"),
+    })
 
 
 if __name__ == "__main__":

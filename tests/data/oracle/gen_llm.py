@@ -30,12 +30,11 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # Paddle's error as `Type: last line` (refusal) or its last line (_last_line, kept for importers)
-from oracle_capture import last_line as _last_line, refusal  # noqa: E402,F401
+from oracle_capture import command_line, last_line as _last_line, refusal, run_jobs, sample, write_snapshot  # noqa: E402,F401
 SNAPSHOTS = ["before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final"]
 CONFIGS = ["clip", "amp"]
 STAGES = ["s0", "s1", "s2", "s3"]
@@ -155,77 +154,16 @@ def ranks_of(case):
 
 # ----------------------------------------------------------------------------- capture
 
-def llama_layers(place, vocab):
-    """The decoder's layers (gen_pp.py builds its stages from them too), in a process that has
-    imported paddle: ``RMSNorm(mesh)``, ``Block(mesh)`` put their parameters on ``mesh`` with
-    ``place(shard_dim)``; ``linear(mesh, in, out, shard_dim)``; the loss; a dataset of ``vocab``."""
-    import math
+def llama_layers(vocab):
+    """The decoder's layers (gen_pp.py builds its stages from them too): samples/llama_model.py's, the
+    model of train_llama.py, in a process that has imported paddle: ``RMSNorm(mesh)``,
+    ``Block(mesh)``, ``linear(mesh, in, out, shard_dim)`` place their weights over the mesh's `mp`
+    dim (replicated without one); the loss; a dataset of ``vocab`` (``DS(n)``)."""
+    import functools
 
-    import numpy as np
-    import paddle
-    import paddle.distributed as dist
-    import paddle.nn.functional as F
-
-    def linear(m, i, o, shard_dim):
-        lin = paddle.nn.Linear(i, o, bias_attr=False)
-        lin.weight = dist.shard_tensor(lin.weight, m, place(shard_dim))
-        return lin
-
-    class RMSNorm(paddle.nn.Layer):
-        def __init__(self, m):
-            super().__init__()
-            self.weight = self.create_parameter([HIDDEN], default_initializer=paddle.nn.initializer.Constant(1.0))
-            self.weight = dist.shard_tensor(self.weight, m, place())
-
-        def forward(self, x):
-            v = (x * x).mean(-1, keepdim=True)
-            return x * paddle.rsqrt(v + 1e-6) * self.weight
-
-    class Block(paddle.nn.Layer):
-        def __init__(self, m):
-            super().__init__()
-            self.ln1 = RMSNorm(m)
-            self.ln2 = RMSNorm(m)
-            self.q = linear(m, HIDDEN, HIDDEN, 1)
-            self.k = linear(m, HIDDEN, HIDDEN, 1)
-            self.v = linear(m, HIDDEN, HIDDEN, 1)
-            self.o = linear(m, HIDDEN, HIDDEN, 0)
-            self.gate = linear(m, HIDDEN, FFN, 1)
-            self.up = linear(m, HIDDEN, FFN, 1)
-            self.down = linear(m, FFN, HIDDEN, 0)
-
-        def forward(self, h):
-            x = self.ln1(h)
-            hd = HIDDEN // HEADS
-
-            def heads(t):
-                return paddle.transpose(paddle.reshape(t, [0, 0, HEADS, hd]), [0, 2, 1, 3])
-
-            q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
-            s = paddle.matmul(q, k, transpose_y=True) * (1.0 / math.sqrt(hd))
-            mask = paddle.triu(paddle.full([SEQ, SEQ], -10000.0, dtype="float32"), 1)
-            p = F.softmax(s + mask, axis=-1)
-            a = paddle.reshape(paddle.transpose(paddle.matmul(p, v), [0, 2, 1, 3]), [0, 0, HIDDEN])
-            h = h + self.o(a)
-            x = self.ln2(h)
-            return h + self.down(F.silu(self.gate(x)) * self.up(x))
-
-    class Loss(paddle.nn.Layer):
-        def forward(self, logits, label):
-            return F.cross_entropy(logits, label).mean()
-
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.randint(0, vocab, (n, SEQ)).astype("int64")
-            self.y = np.random.randint(0, vocab, (n, SEQ)).astype("int64")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
-
-    return RMSNorm, Block, Loss, DS, linear
+    L = sample("llama_model")
+    assert (L.HIDDEN, L.HEADS, L.FFN, L.SEQ) == (HIDDEN, HEADS, FFN, SEQ)
+    return L.RMSNorm, L.Block, L.Loss, functools.partial(L.TokenData, vocab=vocab), L.linear
 
 
 def build_and_capture(config, case, stage, snapshot_cb):
@@ -251,7 +189,7 @@ def build_and_capture(config, case, stage, snapshot_cb):
             pl[dims.index("mp")] = dist.Shard(shard_dim)
         return pl
 
-    RMSNorm, Block, Loss, DS, linear = llama_layers(place, vocab)
+    RMSNorm, Block, Loss, DS, linear = llama_layers(vocab)
 
     class LLaMA(paddle.nn.Layer):
         def __init__(self):
@@ -329,9 +267,7 @@ def worker(config, case, stage, rank, outdir):
     missing = [s for s in SNAPSHOTS if s not in got]
     assert not missing, missing
     for s in SNAPSHOTS:
-        with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
-            t = got[s]
-            f.write(t if t.endswith("\n") else t + "\n")
+        write_snapshot(f"{base}.{s}.ir", got[s])
 
 
 def run_worker(job):
@@ -358,11 +294,6 @@ def run_worker(job):
         print("  done", tag, flush=True)
 
 
-def run_all(jobs, j):
-    with ThreadPoolExecutor(max_workers=j) as ex:
-        list(ex.map(run_worker, jobs))
-
-
 def canon(text):
     m = {}
     return re.sub(r"ring_id:(\d+)", lambda g: "ring_id:R%d" % m.setdefault(g.group(1), len(m)), text)
@@ -385,7 +316,7 @@ def more_jobs(outdir):
 def verify(corpus_dir, j):
     bad = exact = n = 0
     with tempfile.TemporaryDirectory() as tmp:
-        run_all(corpus_jobs(tmp), j)
+        run_jobs(run_worker, corpus_jobs(tmp), j)
         for c in CONFIGS:
             ours = sorted(os.listdir(os.path.join(tmp, c)))
             theirs = sorted(os.listdir(os.path.join(corpus_dir, c)))
@@ -482,40 +413,27 @@ def unpack(dest, out):
         open(os.path.join(out, name), "wb").write(data)
 
 
+def _pack_more(args, j):  # SRC DEST: the KEEP subset of SRC into DEST's store
+    with tempfile.TemporaryDirectory() as tmp:
+        select_more(args[0], tmp)
+        pack(tmp, args[1])
+
+
+def _out(args, j):  # DIR [--more] [FILTER: CONFIG/CASE.sN ...]
+    more = args[1:2] == ["--more"]
+    jobs = more_jobs(args[0]) if more else all_jobs(args[0])
+    run_jobs(run_worker, jobs, j, args[2 if more else 1:], lambda jb: f"{jb[0]}/{jb[1]}.{jb[2]}")
+
+
 def main(argv):
-    j = 2
-    if "-j" in argv:
-        i = argv.index("-j")
-        j = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    if argv[:1] == ["--worker"]:
-        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
-        return 0
-    if argv[:1] == ["--verify"]:
-        return 0 if verify(argv[1], j) else 1
-    if argv[:1] == ["--pack"]:
-        pack(argv[1], argv[2], argv[3] if len(argv) > 3 else None)
-        return 0
-    if argv[:1] == ["--pack-more"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
-        with tempfile.TemporaryDirectory() as tmp:
-            select_more(argv[1], tmp)
-            pack(tmp, argv[2])
-        return 0
-    if argv[:1] == ["--unpack"]:
-        unpack(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--out"]:
-        out = argv[1]
-        jobs = all_jobs(out)
-        if argv[2:3] == ["--more"]:
-            jobs = more_jobs(out)
-            argv = argv[:2] + argv[3:]
-        if len(argv) > 2:  # filter: CONFIG/CASE.sN
-            jobs = [jb for jb in jobs if any(f"{jb[0]}/{jb[1]}.{jb[2]}".startswith(a) for a in argv[2:])]
-        run_all(jobs, j)
-        return 0
-    print(__doc__)
-    return 2
+    return command_line(argv, __doc__, {
+        "--worker": lambda a, j: worker(a[0], a[1], a[2], int(a[3]), a[4]),
+        "--verify": lambda a, j: 0 if verify(a[0], j) else 1,
+        "--pack": lambda a, j: pack(a[0], a[1], a[2] if len(a) > 2 else None),
+        "--pack-more": _pack_more,
+        "--unpack": lambda a, j: unpack(a[0], a[1]),
+        "--out": _out,
+    })
 
 
 if __name__ == "__main__":

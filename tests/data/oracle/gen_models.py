@@ -47,12 +47,11 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gen_llm import SNAPSHOTS  # noqa: E402
-from oracle_capture import last_line as _last_line, run_engine  # noqa: E402  (distc/capture/hooks.py)
+from oracle_capture import command_line, last_line as _last_line, run_engine, run_jobs, sample, write_snapshot  # noqa: E402  (distc/capture/hooks.py)
 
 MESHES = {
     "dp2": ([0, 1], ["dp"]),
@@ -119,27 +118,10 @@ def _blocks():
 
 def _token_task(vocab, seq):
     """The language-model dataset and loss of gpt2, llama and the PaddleFormers models (random ids,
-    cross entropy)."""
-    import numpy as np
-    import paddle
-    import paddle.nn.functional as F
-
-    class Loss(paddle.nn.Layer):
-        def forward(self, logits, label):
-            return F.cross_entropy(logits, label).mean()
-
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.randint(0, vocab, (n, seq)).astype("int64")
-            self.y = np.random.randint(0, vocab, (n, seq)).astype("int64")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
-
-    return DS(4 * BATCH), Loss()
+    cross entropy): samples/llama_model.py's."""
+    L = sample("llama_model")
+    assert seq == L.SEQ
+    return L.TokenData(4 * BATCH, vocab), L.Loss()
 
 
 def _image_task(image, classes):
@@ -235,7 +217,6 @@ def build_vit(mesh, dims, place):
 
 
 def build_mlp(mesh, dims, place):
-    import numpy as np
     import paddle
     import paddle.distributed as dist
 
@@ -257,18 +238,7 @@ def build_mlp(mesh, dims, place):
                     x = paddle.nn.functional.relu(x)
             return x
 
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.rand(n, widths[0]).astype("float32")
-            self.y = np.random.rand(n, widths[-1]).astype("float32")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
-
-    return MLP(), DS(4 * BATCH), paddle.nn.MSELoss()
+    return MLP(), sample("train_mlp").RandomData(4 * BATCH, widths[0], widths[-1]), paddle.nn.MSELoss()
 
 
 def build_llama_rope(mesh, dims, place):
@@ -570,9 +540,7 @@ def worker(model, mesh, opt, stage, rank, outdir):
             f.write(msg + "\n")
         return
     for s in SNAPSHOTS + (["dist_final"] if opt.endswith("_gm") else []):
-        with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
-            t = got[s]
-            f.write(t if t.endswith("\n") else t + "\n")
+        write_snapshot(f"{base}.{s}.ir", got[s])
 
 
 def run_worker(job):
@@ -638,33 +606,14 @@ def table():
 
 
 def main(argv):
-    j = 2
-    if "-j" in argv:
-        i = argv.index("-j")
-        j = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    if argv[:1] == ["--worker"]:
-        worker(argv[1], argv[2], argv[3], argv[4], int(argv[5]), argv[6])
-        return 0
-    if argv[:1] == ["--list"]:
-        table()
-        return 0
-    if argv[:1] == ["--pack"]:
-        pack(argv[1], argv[2], argv[3:])
-        return 0
-    if argv[:1] == ["--unpack"]:
-        unpack(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--out"]:
-        js = jobs(argv[1])
-        if argv[2:]:
-            js = [jb for jb in js if any(f"{jb[0]}/{case_name(*jb[:3])}.{jb[3]}.r{jb[4]}".startswith(a)
-                                         for a in argv[2:])]
-        with ThreadPoolExecutor(max_workers=j) as ex:
-            list(ex.map(run_worker, js))
-        return 0
-    print(__doc__)
-    return 2
+    return command_line(argv, __doc__, {
+        "--worker": lambda a, j: worker(a[0], a[1], a[2], a[3], int(a[4]), a[5]),
+        "--list": lambda a, j: table(),
+        "--pack": lambda a, j: pack(a[0], a[1], a[2:]),
+        "--unpack": lambda a, j: unpack(a[0], a[1]),
+        "--out": lambda a, j: run_jobs(run_worker, jobs(a[0]), j, a[1:],  # DIR [FILTER: MODEL/CASE.sN[.rR] ...]
+                                       lambda jb: f"{jb[0]}/{case_name(*jb[:3])}.{jb[3]}.r{jb[4]}"),
+    })
 
 
 if __name__ == "__main__":

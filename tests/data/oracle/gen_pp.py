@@ -36,12 +36,11 @@ PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gen_llm import BATCH, HIDDEN, SNAPSHOTS, VOCAB, llama_layers, pack, unpack  # noqa: E402
-from oracle_capture import refusal  # noqa: E402
+from oracle_capture import command_line, refusal, run_jobs, write_crash, write_snapshot  # noqa: E402
 
 LAYERS = 2  # one decoder layer per pipeline stage
 MESHES = {
@@ -141,7 +140,7 @@ def build_and_capture(config, case, stage, snapshot_cb, sched=None):
         pl[sdims.index("dp")] = dist.Shard(0)
         return pl
 
-    RMSNorm, Block, Loss, DS, linear = llama_layers(place, VOCAB)
+    RMSNorm, Block, Loss, DS, linear = llama_layers(VOCAB)
 
     def stage_of(i):
         return i * npp // layers
@@ -233,9 +232,7 @@ def worker(config, case, stage, rank, outdir, sched=None):
     names = SNAPSHOTS + ["startup_before_remove"] if sched is None else \
         SCHED_SNAPSHOTS + sorted(k for k in got if k.startswith("job"))
     for s in names:
-        t = got[s]
-        with open(f"{base}.{s}.{'txt' if s == 'jobs' else 'ir'}", "w", encoding="utf-8") as f:
-            f.write(t if t.endswith("\n") else t + "\n")
+        write_snapshot(f"{base}.{s}.{'txt' if s == 'jobs' else 'ir'}", got[s])
 
 
 def run_worker(job):
@@ -260,10 +257,7 @@ def run_worker(job):
     tag = f"{config}/{name}.{stage}.r{rank}"
     if p.returncode != 0:
         print(f"  CRASH {tag}: {p.stdout.strip()[-2000:]}", flush=True)
-        with open(os.path.join(outdir, config, f"{name}.{stage}.r{rank}.error.txt"), "w", encoding="utf-8") as f:
-            lines = p.stdout.strip().splitlines() or ["?"]
-            fatal = [ln.strip() for ln in lines if ln.strip().startswith("FatalError:")]
-            f.write("CRASH: " + (fatal or lines)[-1] + "\n")
+        write_crash(os.path.join(outdir, config, f"{name}.{stage}.r{rank}.error.txt"), p.stdout)
     else:
         print("  done", tag, flush=True)
 
@@ -293,57 +287,42 @@ def pack_sched(src, dest):
         print(f"{out}: {os.path.getsize(out)} bytes", flush=True)
 
 
+def _pack_more(args, j):  # SRC DEST: the KEEP subset of SRC into DEST's store
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        select_more(args[0], tmp)
+        pack(tmp, args[1])
+
+
+def _out(args, j):  # DIR [--all-ranks] [--more] [--sched] [--resume] [FILTER ...]
+    every = "--all-ranks" in args  # every rank of the mesh, not only JOBS's (for distc verify)
+    table = MORE if "--more" in args else JOBS
+    if "--sched" in args:  # every rank of each schedule case
+        jobs = [("clip", case, s, r, args[0], (mode, acc)) for mode, case, acc, ss in SCHED for s in ss
+                for r in ranks_of(case)]
+    else:
+        jobs = [(c, case, s, r, args[0]) for c, case, ss, rs in table for s in ss
+                for r in (ranks_of(case) if every else rs)]
+
+    def tag(jb):
+        c, n = sched_name(jb[5][0], jb[1], jb[5][1]) if len(jb) > 5 else (jb[0], jb[1])
+        return f"{c}/{n}.{jb[2]}.r{jb[3]}"
+    if "--resume" in args:  # leave out what an earlier run wrote
+        jobs = [jb for jb in jobs if not any(os.path.exists(os.path.join(args[0], tag(jb) + f))
+                                             for f in (".dense.ir", ".error.txt", ".after_reshard.ir"))]
+    run_jobs(run_worker, jobs, j, [a for a in args[1:] if a not in ("--all-ranks", "--more", "--sched", "--resume")],
+             tag)
+
+
 def main(argv):
-    j = 2
-    if "-j" in argv:
-        i = argv.index("-j")
-        j = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    if argv[:1] == ["--worker"]:
-        sched = (argv[6], int(argv[7])) if len(argv) > 7 else None
-        worker(argv[1], argv[2], argv[3], int(argv[4]), argv[5], sched)
-        return 0
-    if argv[:1] == ["--pack"]:
-        pack(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--pack-sched"]:  # SRC DEST: SRC/sched/* -> DEST/CASE.tar.xz
-        pack_sched(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--pack-more"]:  # SRC DEST: the KEEP subset of SRC into DEST's store
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            select_more(argv[1], tmp)
-            pack(tmp, argv[2])
-        return 0
-    if argv[:1] == ["--unpack"]:
-        unpack(argv[1], argv[2])
-        return 0
-    if argv[:1] == ["--out"]:
-        every = "--all-ranks" in argv  # every rank of the mesh, not only JOBS's (for distc verify)
-        table = MORE if "--more" in argv else JOBS
-        if "--sched" in argv:  # every rank of each schedule case
-            jobs = [("clip", case, s, r, argv[1], (mode, acc)) for mode, case, acc, ss in SCHED for s in ss
-                    for r in ranks_of(case)]
-        else:
-            jobs = [(c, case, s, r, argv[1]) for c, case, ss, rs in table for s in ss
-                    for r in (ranks_of(case) if every else rs)]
-        argv = [a for a in argv if a not in ("--all-ranks", "--more", "--sched", "--resume")]
-
-        resume = "--resume" in sys.argv
-
-        def tag(jb):
-            c, n = sched_name(jb[5][0], jb[1], jb[5][1]) if len(jb) > 5 else (jb[0], jb[1])
-            return f"{c}/{n}.{jb[2]}.r{jb[3]}"
-        if len(argv) > 2:
-            jobs = [jb for jb in jobs if any(tag(jb).startswith(a) for a in argv[2:])]
-        if resume:  # leave out what an earlier run wrote
-            jobs = [jb for jb in jobs if not any(os.path.exists(os.path.join(argv[1], tag(jb) + f))
-                                                 for f in (".dense.ir", ".error.txt", ".after_reshard.ir"))]
-        with ThreadPoolExecutor(max_workers=j) as ex:
-            list(ex.map(run_worker, jobs))
-        return 0
-    print(__doc__)
-    return 2
+    return command_line(argv, __doc__, {
+        "--worker": lambda a, j: worker(a[0], a[1], a[2], int(a[3]), a[4], (a[5], int(a[6])) if len(a) > 6 else None),
+        "--pack": lambda a, j: pack(a[0], a[1]),
+        "--pack-sched": lambda a, j: pack_sched(a[0], a[1]),  # SRC DEST: SRC/sched/* -> DEST/CASE.tar.xz
+        "--pack-more": _pack_more,
+        "--unpack": lambda a, j: unpack(a[0], a[1]),
+        "--out": _out,
+    })
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # the engine hooks are distc's (distc/capture/hooks.py, as `distc capture` runs them); run_engine is
 # re-exported here for the generators that import it from this module
-from oracle_capture import last_line as _last_line, run_engine  # noqa: E402,F401
+from oracle_capture import last_line as _last_line, run_engine, sample, write_snapshot  # noqa: E402,F401
 OUT = os.path.join(HERE, "stage1")
 
 SNAPSHOTS = ["startup.before", "before_partition", "after_reshard", "after_remove", "dense",
@@ -141,17 +141,6 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
             # last Linear; a scalar multiply by 1.0 reproduces it exactly.
             return x * 1.0
 
-    class DS(paddle.io.Dataset):
-        def __init__(self, n):
-            self.x = np.random.rand(n, widths[0]).astype("float32")
-            self.y = np.random.rand(n, widths[-1]).astype("float32")
-
-        def __getitem__(self, i):
-            return self.x[i], self.y[i]
-
-        def __len__(self):
-            return len(self.x)
-
     model = MLP()
     params = model.parameters()
     opt_name = spec["opt"]
@@ -170,7 +159,8 @@ def build_and_capture(spec, stage, snapshot_cb, timings=None):
         opt = dist.shard_optimizer(opt, fn("dp", mesh))
     elif spec.get("wrap", True):
         opt = dist.shard_optimizer(opt)
-    loader = paddle.io.DataLoader(DS(4 * spec["batch"]), batch_size=spec["batch"])
+    ds = sample("train_mlp").RandomData(4 * spec["batch"], widths[0], widths[-1])  # samples/train_mlp.py's
+    loader = paddle.io.DataLoader(ds, batch_size=spec["batch"])
     dloader = dist.shard_dataloader(loader, meshes=[mesh], shard_dims="dp")
 
     run_engine(model, dloader, paddle.nn.MSELoss(), opt, snapshot_cb, timings)
@@ -200,9 +190,7 @@ def worker(case, stage, rank, outdir):
     for s in SNAPSHOTS:
         if s not in got:
             continue
-        with open(f"{base}.{s}.ir", "w", encoding="utf-8") as f:
-            t = got[s]
-            f.write(t if t.endswith("\n") else t + "\n")
+        write_snapshot(f"{base}.{s}.ir", got[s])
 
 
 # ----------------------------------------------------------------------------- driver
