@@ -16,9 +16,16 @@ _NAME = re.compile(r"(\w+)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")
 MESH_DIMS = {"dp2": ("dp",), "dp4": ("dp",), "dp2mp2": ("dp", "mp")}
 
 
+def path(model: str):
+    """models/MODEL.tar.xz, or a model captured by a user's own script with ``distc capture``
+    (tests/data/oracle/MODEL/MODEL.tar.xz, ``make test-oracle`` only: not in :func:`models`)."""
+    p = MODELS / f"{model}.tar.xz"
+    return p if p.exists() else DATA / "oracle" / model / f"{model}.tar.xz"
+
+
 @functools.lru_cache(maxsize=None)
 def archive(model: str) -> dict[str, bytes]:
-    with tarfile.open(MODELS / f"{model}.tar.xz", "r:xz") as tar:
+    with tarfile.open(path(model), "r:xz") as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
 
 
