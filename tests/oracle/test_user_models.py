@@ -45,11 +45,10 @@ def stage_sets(kind: str) -> list[tuple[str, str, str]]:
     return out
 
 
-@pytest.mark.parametrize("model,case,rank", [(m, c, r) for m in USER_MODELS for _, c, r in M.cases(m)])
+@pytest.mark.parametrize("model,case,rank", [(m, c, r) for m in USER_MODELS for _, c, r in M.cases(m)
+                                              if M.stages(m, c, r)])  # (refused at every stage: below)
 def test_user_model_parity(model, case, rank):
-    stages = M.stages(model, case, rank)
-    assert stages, "no stage Paddle printed"
-    for stage in stages:
+    for stage in M.stages(model, case, rank):
         got = run_stage(model, case, rank, stage)
         for snap, text in got.items():
             if not M.has(model, case, stage, rank, snap.split("(")[0]):
