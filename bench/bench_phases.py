@@ -1,0 +1,97 @@
+"""Where one rank's `distc shard` spends its CPU time: the whole command run in this process with a
+timer (time.process_time) around each of its steps.
+
+  imports        python start to distc's shard command loaded (the interpreter's own start-up,
+                 ~0.02 s, is not in it)
+  parse          distc.syntax.parser.parse_program
+  input checks   verify_values and check_main on the input (driver / pipeline.inputs)
+  pass X         each pass's apply (shard-optimizer, partition, reshard)
+  final verify   the structural verifier run once on the result (pipeline.shard)
+  print          print_program
+  rest           everything else (option handling, summaries, memory and cost tables, writing)
+
+Each figure is the best of --repeat fresh processes.  Usage:
+
+    .venv/bin/python bench/bench_phases.py [--repeat 3] [LAYERS ...]     (default 96 256)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CHILD = r"""
+import json, sys, time
+T = {}
+def wrap(mod, name, label):
+    f = getattr(mod, name)
+    def g(*a, **k):
+        c0 = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] = T.get(label, 0.0) + time.process_time() - c0
+    setattr(mod, name, g)
+import distc.cli, distc.commands.shard  # noqa: F401
+import distc.passes.base as base, distc.syntax.printer as pr, distc.ir.core as core
+import distc.driver as drv
+T["imports"] = time.process_time()
+pipe = sys.modules["distc.pipeline.shard"]
+wrap(drv, "parse_text", "parse")
+wrap(drv, "check_values", "input checks")
+wrap(pipe, "check_main", "input checks")
+wrap(pipe, "verify", "final verify")
+wrap(pr, "print_program", "print")
+core.set_printer(pr.print_program, pr.number_values)
+run = base.PassManager.run
+def timed_run(self, prog, ctx=None):
+    for p in self.passes:
+        def apply(prog, ctx, f=p.apply, label="pass " + p.name):
+            c0 = time.process_time()
+            try:
+                return f(prog, ctx)
+            finally:
+                T[label] = T.get(label, 0.0) + time.process_time() - c0
+        p.apply = apply
+    return run(self, prog, ctx)
+base.PassManager.run = timed_run
+sys.argv = ["distc", "shard", sys.argv[1], "--rank", "0", "-o", sys.argv[2], "-q"]
+try:
+    distc.cli.main()
+except SystemExit:
+    pass
+total = time.process_time()
+T["rest"] = total - sum(T.values())
+T["total"] = total
+print(json.dumps(T))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("layers", nargs="*", type=int, default=[96, 256])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    for n in args.layers:
+        gz = HERE / "data" / f"mlp{n}.s0.r0.before_partition.ir.gz"
+        with tempfile.TemporaryDirectory() as d:
+            src = Path(d) / gz.name[:-3]
+            src.write_bytes(gzip.decompress(gz.read_bytes()))
+            runs = []
+            for _ in range(args.repeat):
+                r = subprocess.run([sys.executable, "-c", CHILD, str(src), str(Path(d) / "out.ir")],
+                                   capture_output=True, text=True, check=True)
+                runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        best = {k: min(r[k] for r in runs) for k in runs[0]}
+        print(f"mlp{n}: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()) + " s CPU")
+
+
+if __name__ == "__main__":
+    main()
