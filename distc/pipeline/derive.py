@@ -48,6 +48,12 @@ class Sketch:
     where: dict | None = None
 
 
+def _plain(tt):
+    """A template's text with its collective records made plain data (their layouts dropped: a
+    sketch crosses from a worker process); None stays None."""
+    return tt and (*tt[:3], [with_value(c, "layouts", None) for c in tt[3]])
+
+
 def sketch_of(replayer: Replayer, style, base: Program | None = None) -> Sketch:
     """The sketch of a lowering done by ``replayer`` (a logging one; ``base``: the whole program
     it lowered, printed as its text, for :attr:`Sketch.where`)."""
@@ -56,8 +62,7 @@ def sketch_of(replayer: Replayer, style, base: Program | None = None) -> Sketch:
     templates = {}
     for k, t in replayer.templates.items():
         if k is not None:
-            tt = template_text(t, k[1], style)  # (records without their layouts: plain data)
-            templates[hash(k)] = tt and (*tt[:3], [with_value(c, "layouts", None) for c in tt[3]])
+            templates[hash(k)] = _plain(template_text(t, k[1], style))
     complete = None not in keys and all(templates.get(k) is not None for k in set(keys))
     sk = Sketch(keys, [line for _, _, line in log], templates, complete)
     if base is not None and complete:
@@ -141,8 +146,8 @@ def sketch_alone(base: Replayer, keys: Sketch, rank: int, rings, style) -> Sketc
     out the ids a whole lowering of the rank would)."""
     templates: dict = {}
     for k, recipe in base.recipes.items():  # (in the order of their first reshards)
-        tt = template_text(lower_alone(recipe, k, rank, rings, style), k[1], style) if recipe else None
-        templates[hash(k)] = tt and (*tt[:3], [with_value(c, "layouts", None) for c in tt[3]])
+        templates[hash(k)] = _plain(template_text(lower_alone(recipe, k, rank, rings, style), k[1], style)
+                                    if recipe else None)
     return Sketch(keys.keys, keys.lines, templates, keys.complete and all(t is not None for t in templates.values()))
 
 
