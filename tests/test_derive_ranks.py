@@ -88,10 +88,51 @@ def test_derived_ranks_equal_whole_lowerings(case, opts, least):
     check(case, opts, least)
 
 
-def check(case: str, opts: dict, least: int) -> None:
-    """Every rank of ``case`` under ``opts`` by ``--all-ranks``'s path, against its whole lowering;
-    at least ``least`` ranks derived."""
+def _kw_header() -> str:
+    """The ``^kw:`` arguments of Paddle's own pipeline job program (gradient-merge buffers)."""
+    text = (DATA / "oracle/dumps/engine_pipeline.r0.job0.ir").read_text()
+    lines = text.split("\n")
+    i = lines.index("    ^kw:")
+    j = i + 1
+    while lines[j].startswith("        %kwarg_"):
+        j += 1
+    assert j > i + 1
+    return "\n".join(lines[i:j]) + "\n"
+
+
+@pytest.mark.parametrize("case,opts,least", [CASES[0], CASES[5]], ids=ids([CASES[0], CASES[5]]))
+def test_kw_arguments_derived(case, opts, least):
+    """A program with ``^kw:`` arguments (as Paddle prints job programs and tensor fusion's buffers)
+    is derived too, byte-identical to whole lowerings: the inserted ops' lines are where the printer
+    put them (the ``^kw:`` lines counted), not counted again from the program's head."""
     main_text, startup_text = _inputs(case)
+    assert "^kw:" not in main_text
+    check(case, opts, least, main_text.replace("{\n", "{\n" + _kw_header(), 1))
+
+
+def test_print_lines_is_the_printers_layout():
+    """print_lines gives each op the line the printer put it on: ``^kw:`` arguments, regions
+    (if/while bodies, their block arguments and closing braces) and the head counted."""
+    from distc.syntax.printer import print_lines
+
+    for name in ("syntax/block_kwargs.ir", "dumps/engine_pipeline.r0.job1.ir", "dumps/cond_nested.ir",
+                 "dumps/while_grad_nested.ir", "dumps/dist_cond_while.ir", "dumps/pylayer_multi.ir"):
+        src = (DATA / "oracle" / name).read_text()
+        prog = parse(src, name)
+        ops = list(prog.walk())
+        text, lines = print_lines(prog, map(id, ops))
+        assert text == src == str(prog), name
+        rows = text.split("\n")
+        at = [lines[id(op)] for op in ops]
+        assert at == sorted(set(at)), name  # one line each, in print order
+        for op, i in zip(ops, at):
+            assert rows[i].lstrip().startswith("(") and f'"{op.name}"' in rows[i], (name, i, rows[i])
+
+
+def check(case: str, opts: dict, least: int, main_text: str | None = None) -> None:
+    """Every rank of ``case`` under ``opts`` by ``--all-ranks``'s path, against its whole lowering;
+    at least ``least`` ranks derived (``main_text``: the main program's text, if not the case's)."""
+    main_text, startup_text = main_text or _inputs(case)[0], _inputs(case)[1]
     options = ShardOptions(**opts)
 
     def pipeline():

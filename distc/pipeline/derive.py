@@ -20,8 +20,9 @@ A rank is derived only if every check holds, else it is lowered whole as before:
 has a key and every key a template (none lowered one by one: reaching outside its own ops,
 leaving notes), the rank's templates have the base's shape (op names, operand wiring, result
 counts) and the value replacing each reshard's result prints the same type (so every other line
-is the same text), the lowering alone sees the same key, the base program has no regions, and
-each replaced line ends with the base template's text.  ``tests/test_derive_ranks.py`` holds
+is the same text), the lowering alone sees the same key, and each replaced line ends with the
+base template's text (the lines are where the printer put the inserted ops: ``^kw:`` arguments,
+comment lines and regions counted as it lays them out).  ``tests/test_derive_ranks.py`` holds
 derived texts to whole lowerings byte for byte.
 """
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 
 from ..ir.core import Program
 from ..passes.reshard.replay import Replayer, template_text, with_value
+from ..syntax.printer import print_lines
 
 
 @dataclass
@@ -39,7 +41,8 @@ class Sketch:
     ``keys``: per reshard in lowering order, the hash of its replay key (same in every process
     forked from one parent); ``lines``: each reshard's line; ``templates``: key hash -> the
     template as text (:func:`~distc.passes.reshard.replay.template_text`); ``where`` (the base
-    only): (key hash, op of the template) -> the lines of the base text holding that op's copies."""
+    only): (key hash, op of the template) -> the lines of the base text holding that op's copies
+    (indices in ``text.split("\\n")``, as the printer laid them out)."""
 
     keys: list
     lines: list
@@ -54,9 +57,10 @@ def _plain(tt):
     return tt and (*tt[:3], [with_value(c, "layouts", None) for c in tt[3]])
 
 
-def sketch_of(replayer: Replayer, style, base: Program | None = None) -> Sketch:
-    """The sketch of a lowering done by ``replayer`` (a logging one; ``base``: the whole program
-    it lowered, printed as its text, for :attr:`Sketch.where`)."""
+def sketch_of(replayer: Replayer, style, base: Program | None = None) -> tuple[Sketch, str | None]:
+    """The sketch of a lowering done by ``replayer`` (a logging one), and ``base``'s text: the
+    whole program it lowered, printed once, which gives :attr:`Sketch.where` (the printer's own
+    line layout: block arguments' ``^kw:`` lines, comment lines, regions)."""
     log = replayer.log or []
     keys = [None if k is None else hash(k) for k, _, _ in log]
     templates = {}
@@ -65,29 +69,17 @@ def sketch_of(replayer: Replayer, style, base: Program | None = None) -> Sketch:
             templates[hash(k)] = _plain(template_text(t, k[1], style))
     complete = None not in keys and all(templates.get(k) is not None for k in set(keys))
     sk = Sketch(keys, [line for _, _, line in log], templates, complete)
-    if base is not None and complete:
-        sk.where = _where(base, log, keys)
-    return sk
-
-
-def _where(prog: Program, log: list, keys: list) -> dict | None:
-    """(key hash, op index) -> the text lines of the inserted ops (as the printer lays them out:
-    the head's lines, then per op its comment lines and its line); None with regions."""
+    if base is None or not complete:
+        return sk, None
     made = {}
     for fp, (_, ops, _) in zip(keys, log):
         for j, op in enumerate(ops or ()):
             made[id(op)] = (fp, j)
-    out: dict = {}
-    n = prog.head.count("\n")
-    for op in prog.block.ops:
-        if op.regions:
-            return None
-        n += len(op.pre)
-        w = made.get(id(op))
-        if w is not None:
-            out.setdefault(w, []).append(n)
-        n += 1
-    return out
+    text, lines = print_lines(base, made)
+    sk.where = {}
+    for i, n in lines.items():
+        sk.where.setdefault(made[i], []).append(n)
+    return sk, text
 
 
 def derive(base: Sketch, text: str, other: Sketch) -> tuple[str, list] | None:
@@ -167,11 +159,11 @@ def lower_deriving(pipe, rank: int, others: list[int]):
     notes, first, reserved = list(ctx.notes), ctx.rings.first, set(ctx.rings.reserved)
     pipe.lower_startup(res, ctx, layouts)
     prog = res.program
-    base = sketch_of(rp, prog.style, prog)
+    base, text = sketch_of(rp, prog.style, prog)
     res.derived = {}
-    if base.where is None:
+    if text is None:
         return res
-    text = res.text
+    res._text = text
     for r in others:
         rings = RingAllocator(first, reserved=set(reserved))
         d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style))

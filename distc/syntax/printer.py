@@ -17,8 +17,10 @@ from .parser.fast import op_match
 
 
 class _Printer:
-    def __init__(self, prog: Program, canonical: bool = False) -> None:
+    def __init__(self, prog: Program, canonical: bool = False, marks: dict | None = None) -> None:
         self.prog = prog
+        # id(op) -> its line's index in ``out`` (filled for the ops whose ids it holds: print_lines)
+        self.marks = marks
         self.style = prog.style
         self.canonical = canonical
         self.out: list[str] = []
@@ -121,7 +123,10 @@ class _Printer:
         names = self.names
         pending = self.inline_pending
         fast = self.style.renumber and not self.canonical
+        marks = self.marks
         for op in ops:
+            if marks is not None and id(op) in marks:
+                marks[id(op)] = len(out) + len(op.pre)
             if not fast or op.src is None or op.dirty or op.pre or op.regions:
                 self.op(op, indent)
                 continue
@@ -277,8 +282,18 @@ def print_program(prog: Program, *, canonical: bool = False) -> str:
     return _print(prog, canonical)[0]
 
 
-def _print(prog: Program, canonical: bool = False) -> tuple[str, dict[Value, str]]:
-    p = _Printer(prog, canonical)
+def print_lines(prog: Program, ops) -> tuple[str, dict[int, int]]:
+    """The program's text (as :func:`print_program`) and, for each op whose id is in ``ops``, the
+    index of its line in ``text.split("\\n")`` (the printer's own layout: the head's lines, block
+    arguments' lines such as ``^kw:``, comment lines, regions)."""
+    marks = dict.fromkeys(ops)
+    text = _print(prog, marks=marks)[0]
+    at = prog.head.count("\n")
+    return text, {k: at + i for k, i in marks.items() if i is not None}
+
+
+def _print(prog: Program, canonical: bool = False, marks: dict | None = None) -> tuple[str, dict[Value, str]]:
+    p = _Printer(prog, canonical, marks)
     p.block(prog.block, prog.style.indent, prog.style.indent, top=True)
     if p.out and prog.head.endswith("\n"):  # one join: no second copy of a big program's text
         p.out.insert(0, prog.head[:-1])
