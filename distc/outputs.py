@@ -43,10 +43,10 @@ import signal
 import stat
 import sys
 import time
-from dataclasses import dataclass, field
 
 import click
 
+from .ir.records import field, record
 from .syntax.diagnostics import DiagnosticError
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -124,7 +124,7 @@ def stdout_identity() -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Target:
     """One output: a file (renamed into place at commit), or a stream (written at commit)."""
 
@@ -141,7 +141,7 @@ class Target:
     renamed: bool = False  # in place (commit)
 
 
-@dataclass
+@record
 class _Fault:
     point: str
     which: str
@@ -149,7 +149,7 @@ class _Fault:
     seen: int = 0
 
 
-@dataclass
+@record
 class Outputs:
     """The transaction (see the module docstring).  ``inputs``: the paths the command reads
     (``-`` is stdin); ``in_place``: an output may be an input (``fmt -o`` of its one input)."""

@@ -11,13 +11,13 @@ right before the update, so their resident size does not change in stage 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import prod
 
 from ..dialects import ops
 from ..dialects.collectives import C_REDUCESCATTER, PD_REDUCE_SCATTER
 from ..dialects.optimizers import BETA_POW, GRAD, MASTER, PARAM, STATE, optimizer_sig, param_name
 from ..ir.core import Program, Value
+from ..ir.records import field, record
 from ..ir.types import DTYPE_BYTES, DistTensorType, DenseTensorType
 
 
@@ -40,7 +40,7 @@ def type_bytes(t: object, rank: int) -> int:
     return 0
 
 
-@dataclass
+@record
 class ParamMemory:
     name: str
     op: str
@@ -53,7 +53,7 @@ class ParamMemory:
         return sum(self.states.values())
 
 
-@dataclass
+@record
 class MemoryReport:
     rank: int
     rows: list[ParamMemory] = field(default_factory=list)

@@ -11,25 +11,25 @@ the step (first start to last end over all ranks) it spends idle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..dialects.collectives import COLLECTIVE_OPS, RECV, SEND
 from ..ir import attrs as A
 from ..ir.core import Operation, Program
+from ..ir.records import field, record
 from ..ir.types import DenseTensorType, DistTensorType, VectorType
 
 _BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "b": 1, "bool": 1, "i8": 1, "u8": 1}
 
 
-@dataclass
+@record
 class CostModel:
     flops: float = 100e12  # per second (a modelled accelerator)
     bandwidth: float = 25e9  # bytes per second, between any two ranks
     latency: float = 5e-6  # seconds a communication op
 
 
-@dataclass
+@record
 class TimedJob:
     job: str
     micro_batch: int
@@ -38,7 +38,7 @@ class TimedJob:
     idle: float = 0.0  # waiting inside the job (a receive whose send comes later)
 
 
-@dataclass
+@record
 class Timeline:
     schedule: str
     ranks: dict[int, list[TimedJob]] = field(default_factory=dict)
@@ -98,7 +98,7 @@ def op_flops(op: Operation) -> float:
     return float(sum(_numel(r.type) for r in op.results if not isinstance(r.type, VectorType)))
 
 
-@dataclass
+@record
 class _Step:
     kind: str  # "compute", "send", "recv"
     seconds: float

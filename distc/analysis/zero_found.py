@@ -17,20 +17,20 @@ word.  :func:`zero_found` names what is there, with the op that shows it:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..dialects.collectives import collective_kind
 from ..dialects.optimizers import MASTER, PARAM, STATE, optimizer_sig
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import TensorDistAttr
+from ..ir.records import record
 from ..ir.types import DistTensorType
 
 FUSED, STAGE3, STAGE1 = "fused ZeRO-1 (tensor fusion)", "ZeRO-3", "ZeRO-1/2"
 LOWERED = "lowered"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ZeroFound:
     kind: str  # FUSED, STAGE3, STAGE1 or LOWERED
     what: str  # what shows it, in words

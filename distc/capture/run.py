@@ -17,8 +17,8 @@ import signal
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
+from ..ir.records import field, record
 from ..syntax.diagnostics import DiagnosticError
 
 HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.py")
@@ -31,7 +31,7 @@ class UsageProblem(Exception):
     """The command cannot be captured as given (exit 2)."""
 
 
-@dataclass
+@record
 class Command:
     """``python [interpreter options] script.py ARGS`` or ``python -m module ARGS``."""
 
@@ -88,7 +88,7 @@ def split_command(cmd: list[str]) -> Command:
     return Command(python, opts, rest, list(cmd))
 
 
-@dataclass
+@record
 class RankRun:
     """What one child process left: its result document and snapshot texts (by snapshot name)."""
 

@@ -8,16 +8,15 @@ from ..analysis.cost import human_bytes
 from ..driver import err_console
 from ..ir.core import Program
 from ..ir.dist import ranks_text
+from ..ir.records import replace
 
 
 def unfused(program: Program, ranks: list[int], options) -> dict[int, tuple[int, int]]:
     """rank -> (collectives, bytes sent) of plain ZeRO at the same stage (``options`` without fusion)."""
-    import dataclasses
-
     from ..pipeline import shard_ranks
 
-    opts = dataclasses.replace(options, tensor_fusion=False, overlap=False, release_gradients=False,
-                               comm_buffer_mb=256, annotate_only=False, dense=False)
+    opts = replace(options, tensor_fusion=False, overlap=False, release_gradients=False,
+                   comm_buffer_mb=256, annotate_only=False, dense=False)
     res = shard_ranks(program, ranks, options=opts)
     return {r: ((x.num_collectives or 0), x.bytes_sent or 0) for r, x in res.items()}
 

@@ -13,11 +13,11 @@ rank succeeded: a failing rank is named and nothing is written.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import click
 
 from ..driver import WorkerFailed, fork_each
+from ..ir.records import field, record
 from ..outputs import Target
 from ..pipeline import RankResult, ShardPipeline, ShardResult
 from ..pipeline.inputs import format_ranks
@@ -130,7 +130,7 @@ def available_memory() -> int | None:
     return free
 
 
-@dataclass
+@record
 class RankTargets:
     """What one rank writes (each planned in the command's :class:`distc.outputs.Outputs` before
     any work): its program, its startup program, and with a schedule each job program (by job

@@ -25,9 +25,9 @@ later in ``remove_other_rank_op_pass``) is a record with ``runs=False`` that mov
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ..ir.dist import REDUCE_TYPES, TensorDistAttr
+from ..ir.records import field, record
 from ..ir.types import DTYPE_BYTES
 
 # the kinds
@@ -121,7 +121,7 @@ def buffer_bytes(dtype: str, shape) -> int:
     return n * DTYPE_BYTES.get(dtype, 4)
 
 
-@dataclass
+@record
 class Collective:
     """One communication op as one rank runs it: group, buffer, bytes sent and received.
 

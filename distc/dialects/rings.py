@@ -11,12 +11,12 @@ default, so a program lowered in one go gets the ring ids a fresh Paddle process
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..ir.records import field, record
 
 PADDLE_FIRST_RING_ID = 12
 
 
-@dataclass
+@record
 class RingAllocator:
     """Deterministic ring ids: one per distinct rank list, reused for the whole program.
 

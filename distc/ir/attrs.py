@@ -8,13 +8,13 @@ Paddle's printer changed twice: 2023/2024 dumps tag scalars with their C++ kind
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Union
 
 from .dist import OperationDistAttr
+from .records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BoolAttr:
     value: bool
 
@@ -22,7 +22,7 @@ class BoolAttr:
         return "true" if self.value else "false"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class IntAttr:
     value: int
     tag: str | None = None  # "Int32", "Int64", "Index" ...
@@ -31,7 +31,7 @@ class IntAttr:
         return f"({self.tag}){self.value}" if self.tag else str(self.value)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FloatAttr:
     """A float kept as its source spelling (C++ ``%g`` style: ``1e-08``, ``0.999``, ``inf``)."""
 
@@ -68,7 +68,7 @@ def unescape_string(raw: str) -> str:
     return raw.replace('\\"', '"')
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StrAttr:
     raw: str  # between the quotes, escapes kept
 
@@ -159,7 +159,7 @@ class ArrayAttr:
         return [getattr(e, "value", e) for e in self.elements]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class IntArrayAttr:
     """``(pd_op.IntArray)[2,4]`` (tagged) or a bare int list ``[2,4]`` where Paddle means IntArray."""
 
@@ -175,7 +175,7 @@ class IntArrayAttr:
         return list(self.values)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DataTypeAttr:
     name: str  # float32, int64, Undefined ...
     tagged: bool = True
@@ -188,7 +188,7 @@ class DataTypeAttr:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PlaceAttr:
     text: str  # Place(cpu), Place(gpu:0), Place(undefined:0)
     tagged: bool = True
@@ -201,7 +201,7 @@ class PlaceAttr:
         return self.text
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class IdentAttr:
     """A bare word: a current-style enum (``float32``, ``NCHW``) or ``error_attribute_type``."""
 
@@ -215,7 +215,7 @@ class IdentAttr:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TypedAttr:
     """Any other tagged scalar, e.g. ``(pd_op.DataLayout)NCHW`` or ``(Pointer)0x7f..``."""
 
@@ -230,7 +230,7 @@ class TypedAttr:
         return self.text
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RawAttr:
     """Text kept verbatim: kernel keys ``<backend:CPU|...>``, ``<#AttrNull>``, ``(0x7f...)``."""
 
@@ -240,7 +240,7 @@ class RawAttr:
         return self.text
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DictAttr:
     items: tuple[tuple[str, "Attribute"], ...]
 

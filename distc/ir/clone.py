@@ -7,9 +7,9 @@ nothing of :mod:`distc.ir.core` (whose ``Program.clone`` calls it: no import cir
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
+from .records import replace
 
 
 def clone_program(prog: Program, keep: Callable[[Operation], bool] | None = None,

@@ -8,13 +8,14 @@ dim: ``Shard(dim=k)``, ``Replicate()``, ``Partial(reduce_type=X)``) are derived 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
+
+from .records import field, record, replace
 
 REDUCE_TYPES = ("SUM", "MAX", "MIN", "PRODUCT", "AVG", "ANY", "ALL")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcessMesh:
     """A logical mesh of processes: ``shape`` and the row-major ``process_ids`` filling it."""
 
@@ -109,7 +110,7 @@ def merge_meshes(*meshes: ProcessMesh) -> ProcessMesh:
     return ProcessMesh((len(ids),), ids)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Placement:
     kind: str  # "S", "R" or "P"
     dim: int = -1  # tensor axis for Shard
@@ -155,7 +156,7 @@ def Partial(reduce: str = "SUM") -> Placement:
     return Placement("P", -1, reduce)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TensorDistAttr:
     """A tensor's layout on a mesh.
 
@@ -411,7 +412,7 @@ def null_dist_attr() -> TensorDistAttr:
     return TensorDistAttr(EMPTY_MESH, (), form="null")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class VecDistAttr:
     """The dist attr of a vector-valued operand or result (``{[a,b,...]}`` in op_dist_attr)."""
 
@@ -424,7 +425,7 @@ class VecDistAttr:
 DistEntry = Union[TensorDistAttr, VecDistAttr]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class OperationDistAttr:
     """``op_dist_attr``: the op's mesh, one entry per operand and result, and ``chunk_id``."""
 

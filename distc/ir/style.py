@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .records import record
 
 
-@dataclass
+@record
 class Style:
     typed_attrs: bool = False  # 2023/2024: (Int32)1, (pd_op.DataType)float32 ...
     tensor_prefix: str = "tensor"  # "builtin.tensor" (2024), "pd_op.tensor" (2023), "tensor" (now)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from math import prod
 from typing import Union
 
 from .dist import TensorDistAttr
+from .records import record, replace
 
 DTYPE_BYTES = {
     "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "b": 1, "i8": 1, "u8": 1, "i16": 2, "i32": 4,
@@ -26,7 +26,7 @@ def _shape_text(shape: tuple[int, ...], dtype: str) -> str:
     return "".join(f"{d}x" for d in shape) + dtype
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DenseTensorType:
     """``builtin.tensor<4x8xf32>`` (2024), ``pd_op.tensor<...>`` (2023) or ``tensor<...>`` (now)."""
 
@@ -51,7 +51,7 @@ class DenseTensorType:
         return replace(self, shape=tuple(shape))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DistTensorType:
     """``pd_dist.tensor<GLOBALxDTYPE, dist attr>``: the shape is the global one."""
 
@@ -88,7 +88,7 @@ class DistTensorType:
         return DenseTensorType(self.local_shape(rank), self.dtype, prefix)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class VectorType:
     """``vec[T,T]``: the type of a list value (``builtin.combine``, ``split_with_num``)."""
 
@@ -98,7 +98,7 @@ class VectorType:
         return "vec[" + ",".join(str(t) for t in self.elements) + "]"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NullType:
     """``<<NULL TYPE>>``: the type of an absent optional value."""
 
@@ -106,7 +106,7 @@ class NullType:
         return "<<NULL TYPE>>"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class OpaqueType:
     """Any other ``dialect.name<...>`` type, kept as written."""
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from ..dialects.rings import RingAllocator
 from ..ir.core import Program
+from ..ir.records import MISSING, Field, field, fields, record, replace
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 
 # name -> pass class, filled as each pass module is imported (``@register``; ``load_passes()``
@@ -26,7 +25,7 @@ def register(cls: type["ModulePass"]) -> type["ModulePass"]:
     return cls
 
 
-@dataclass
+@record
 class PassStats:
     """What the passes of one pipeline run found and did, one typed field a fact."""
 
@@ -44,7 +43,7 @@ class PassStats:
     fusion: Any = None  # tensor-fusion: this rank's Fusion (buffers, pieces, the updates in order)
 
 
-@dataclass
+@record
 class PassContext:
     """What the passes of one run share, and nothing else does (two runs, in one thread or in
     two, each have their own): notes for ``--explain`` (the decisions), warnings with their
@@ -72,7 +71,7 @@ class PassContext:
     def fork(self) -> "PassContext":
         """A context for one rank's passes after the shared ones: its own notes, statistics,
         records and rings; the same warnings and sources."""
-        return PassContext(stats=dataclasses.replace(self.stats, reshard_steps=[]), diagnostics=self.diagnostics,
+        return PassContext(stats=replace(self.stats, reshard_steps=[]), diagnostics=self.diagnostics,
                            sources=self.sources)
 
 
@@ -81,14 +80,14 @@ class PassContext:
 INTERNAL = {"internal": True}
 
 
-def option_fields(cls) -> list[dataclasses.Field]:
-    """A pass's options: its dataclass fields but the internal ones."""
-    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
+def option_fields(cls) -> list[Field]:
+    """A pass's options: its record fields but the internal ones."""
+    return [f for f in fields(cls) if not f.metadata.get("internal")]
 
 
-@dataclass
+@record
 class ModulePass:
-    """A pass over a whole program.  Options are the dataclass fields."""
+    """A pass over a whole program.  Options are the record fields."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -181,7 +180,7 @@ def _instantiate(cls: type[ModulePass], opts: dict[str, str]) -> ModulePass:
             known = ", ".join(fields) or "none"
             raise DiagnosticError(f"pipeline: pass '{cls.name}' has no option '{k}' (options: {known})")
         f = fields[kk]
-        default = f.default if f.default is not dataclasses.MISSING else None
+        default = f.default if f.default is not MISSING else None
         try:
             kwargs[kk] = _convert(v, default, f.type)
         except ValueError:
@@ -204,7 +203,7 @@ def _convert(v: str, default: object, typ: object) -> object:
     return v
 
 
-@dataclass
+@record
 class PassTiming:
     name: str
     seconds: float

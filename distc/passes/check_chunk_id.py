@@ -7,11 +7,11 @@ after; a ``builtin.combine``/``split`` feeding an op with a chunk id gets 1 — 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..ir import attrs as A
 from ..ir.core import Operation, Program
+from ..ir.records import record
 from .base import ModulePass, PassContext, register
 from .sharding_util import fail
 
@@ -83,7 +83,7 @@ def check_chunk_id(prog: Program) -> int:
 
 
 @register
-@dataclass
+@record
 class CheckChunkIdPass(ModulePass):
     name = "check-chunk-id"
     description = "give every forward/backward op of a VPP program a chunk id (Paddle's check_chunk_id)"

@@ -14,7 +14,6 @@ The rank only matters for checks: local shapes in types are rank independent in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import collectives as C
 from ..dialects import ops
@@ -22,6 +21,7 @@ from ..dialects.pir_kwargs import as_cloned
 from ..ir import attrs as A
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program
+from ..ir.records import record
 from ..ir.types import DenseTensorType, DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 
@@ -126,7 +126,7 @@ def remove_unuseful_comm_ops(block: Block, single: list[Operation]) -> int:
 
 
 @register
-@dataclass
+@record
 class DistToDensePass(ModulePass):
     name = "dist-to-dense"
     description = "per-rank dense program: local shapes, no dist attributes (Paddle's dist2dense)"

@@ -6,13 +6,13 @@ and padded, which piece of each buffer a rank of the sharding group owns.  Used 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ..dialects import ops
 from ..dialects.fusion import padded as padded_size, pieces as fused_pieces
 from ..ir.core import Operation, Value
 from ..ir import attrs as A
 from ..ir.builder import Maker
+from ..ir.records import field, record
 from ..ir.types import DTYPE_SUFFIX_TO_NAME, DistTensorType
 
 NULL = A.RawAttr("<#AttrNull>")
@@ -21,7 +21,7 @@ ACC_ORDER = {"moment1": 0, "moment2": 1, "moment2_max": 2, "beta1_pow_acc": 3, "
 POWS = ("beta1_pow_acc", "beta2_pow_acc")
 
 
-@dataclass
+@record
 class Update:
     """One optimizer op of the stage-0 program and what it reads (kept: the op itself goes)."""
 
@@ -36,7 +36,7 @@ class Update:
     mesh: object = None  # the parameter's mesh (kept: a dense program's values have none)
 
 
-@dataclass
+@record
 class Piece:
     """The part ``[begin, end)`` of this rank's shard of a buffer that holds (part of) a parameter:
     the rank updates it as the parameter ``slice@NAME``."""
@@ -46,7 +46,7 @@ class Piece:
     end: int
 
 
-@dataclass
+@record
 class Buffer:
     """One fused buffer: its parameters in order, each padded to ``align`` bytes."""
 

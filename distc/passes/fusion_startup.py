@@ -14,12 +14,12 @@ the rank's :class:`~distc.passes.tensor_fusion.Fusion`:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import VecDistAttr
+from ..ir.records import record
 from ..ir.types import DistTensorType
 from .fusion_layout import ACC_ORDER, POWS, acc_kind, coalesce_attrs, data_name
 from .base import ModulePass, PassContext
@@ -29,7 +29,7 @@ from .sharding_util import fail
 SINKS = (ops.SET_PARAMETER, ops.SHADOW_OUTPUT)
 
 
-@dataclass
+@record
 class FuseStartupPass(ModulePass):
     """The rank's fused startup program (:func:`fuse_startup`) for the plan the ``tensor-fusion``
     pass of the same run made (``ctx.stats.fusion``): a stage of the shard pipeline's startup

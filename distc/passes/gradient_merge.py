@@ -20,7 +20,6 @@ that made it; parameters in the order of their updates (Paddle's ``params_grads`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..dialects.grads import grad_operand as _grad_operand, params_grads, role
@@ -29,6 +28,7 @@ from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import BlockArgument, Operation, Program, Value
 from ..ir.dist import OperationDistAttr, TensorDistAttr
+from ..ir.records import record
 from ..ir.types import DTYPE_SUFFIX_TO_NAME, DistTensorType
 from .base import ModulePass, PassContext, register
 
@@ -73,7 +73,7 @@ def _move_used_grad_op(user: Operation, grad: Value) -> None:
             op.set_attr("op_role", A.IntAttr(OPTIMIZE))
 
 
-@dataclass
+@record
 class MergeVar:
     param: str
     grad: Value
@@ -261,7 +261,7 @@ def merge_gradients(prog: Program, k_steps: int, avg: bool = True, paddle: bool 
 
 
 @register
-@dataclass
+@record
 class GradientMergePass(ModulePass):
     name = "gradient-merge"
     description = "accumulate K micro-batches' gradients before one update (Paddle's gradient merge)"
@@ -293,7 +293,7 @@ class GradientMergePass(ModulePass):
                                       "paddle=true gives its program)"))
 
 
-@dataclass
+@record
 class ZeroAccumulatorsPass(ModulePass):
     """The startup program's side of ``gradient-merge``: the accumulators the pass made in the main
     program of the same run (``ctx.stats.merged_grads``), zero (:func:`zero_accumulators`; none

@@ -22,7 +22,6 @@ The ``reshard`` pass then lowers the reshards to collectives for one rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..dialects.optimizers import inplace_map
@@ -30,6 +29,7 @@ from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Block, Operation, Program, Value
 from ..ir.dist import TensorDistAttr, VecDistAttr
+from ..ir.records import record
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
@@ -222,7 +222,7 @@ def split_truth(prog: Program, ctx: PassContext) -> int:
 
 
 @register
-@dataclass
+@record
 class PartitionPass(ModulePass):
     name = "partition"
     description = "insert dist_op.reshard where layouts differ from op_dist_attr (Paddle's apply_partition_pass)"

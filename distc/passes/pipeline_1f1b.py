@@ -8,9 +8,9 @@ pairs (``backward``, ``recv_forward``, ``send_backward``, ``forward``), the rema
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..ir.core import Operation, Program
+from ..ir.records import record
 from ..syntax.diagnostics import DiagnosticError
 from .base import register
 from .pipeline_jobs import RECV, SEND, Splitter, StagedScheduler, forward_complete_op_role, overlap_send_recv, role
@@ -59,7 +59,7 @@ def jobs_1f1b(n: int, pp_degree: int, pp_stage: int) -> list[tuple[str, int]]:
 
 
 @register
-@dataclass
+@record
 class Pipeline1F1BPass(StagedScheduler):
     name = "pipeline-1f1b"
     description = "1F1B schedule: recv_forward, forward, backward, send_backward, optimizer job programs"

@@ -7,9 +7,9 @@ split with Paddle's gradient-merge job names (``forward``, ``backward``, ``optim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..ir.core import Program
+from ..ir.records import record
 from .base import ModulePass, PassContext, register
 from .pipeline_jobs import JobPlan, Splitter, forward_complete_op_role, overlap_send_recv, region_assigner, \
     send_stream_of_ring
@@ -26,7 +26,7 @@ def split_three(prog: Program, names: tuple[str, str, str]) -> dict[str, Program
 
 
 @register
-@dataclass
+@record
 class PipelineFThenBPass(ModulePass):
     name = "pipeline-fthenb"
     description = "FThenB schedule: forward, backward and optimizer job programs (Paddle's pipeline_scheduler_FThenB)"
@@ -42,7 +42,7 @@ class PipelineFThenBPass(ModulePass):
 
 
 @register
-@dataclass
+@record
 class GradientMergeJobsPass(ModulePass):
     name = "gradient-merge-jobs"
     description = "the job programs of gradient merge without a pipeline schedule (forward, backward, optimize)"

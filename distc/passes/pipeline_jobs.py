@@ -13,7 +13,6 @@ which the producing job then saves with a ``builtin.shadow_output``). Jobs run i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from ..dialects import ops
@@ -22,6 +21,7 @@ from ..ir import attrs as A
 from ..ir.builder import InsertPoint
 from ..ir.clone import clone_program
 from ..ir.core import BlockArgument, Operation, Program, Value
+from ..ir.records import field, record
 from ..syntax.diagnostics import DiagnosticError
 from .base import ModulePass, PassContext
 from .sharding_util import persistable
@@ -29,7 +29,7 @@ from .sharding_util import persistable
 SEND, RECV = "pd_op.send_v2", "pd_op.recv_v2"
 
 
-@dataclass
+@record
 class JobPlan:
     """Job programs by type (in Paddle's ``job_types()`` order) and the jobs in schedule order."""
 
@@ -118,7 +118,7 @@ def save_value(prog_op: Operation, result: int, name: str) -> None:
     InsertPoint.after(prog_op).insert(so)
 
 
-@dataclass
+@record
 class Splitter:
     """One split: ``types`` in program order; ``assign(index, op)`` gives an op's job type; a value
     may cross from a job to any later type in ``types``."""
@@ -247,7 +247,7 @@ def region_assigner(names: dict[int, str]) -> Callable[[int, Operation], str]:
     return assign
 
 
-@dataclass
+@record
 class StagedScheduler(ModulePass):
     """A scheduler whose job list depends on the rank's stage: ``job_list()`` and ``split(prog)``
     make the plan (``ctx.stats.job_plan``)."""

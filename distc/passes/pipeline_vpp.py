@@ -8,9 +8,9 @@ P), then backward, recv_forward, send_backward, forward steps, then the remainin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..ir.core import Operation, Program
+from ..ir.records import record
 from ..syntax.diagnostics import DiagnosticError
 from .base import register
 from .check_chunk_id import chunk_of, infer_chunk_id
@@ -85,7 +85,7 @@ def jobs_vpp(n: int, pp_degree: int, pp_stage: int, v: int) -> list[tuple[str, i
 
 
 @register
-@dataclass
+@record
 class PipelineVPPPass(StagedScheduler):
     name = "pipeline-vpp"
     description = "VPP (interleaved 1F1B) schedule: job programs per chunk (Paddle's pipeline_scheduler_VPP)"

@@ -18,12 +18,12 @@ forwards, on the ``forward``/``backward``/``optimizer`` programs of FThenB."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
+from ..ir.records import record
 from ..ir.types import DenseTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import register
@@ -168,7 +168,7 @@ def jobs_eager_1f1b(n: int, pp_degree: int, pp_stage: int) -> list[tuple[str, in
 
 
 @register
-@dataclass
+@record
 class PipelineZBH1Pass(StagedScheduler):
     name = "pipeline-zbh1"
     description = "ZBH1 zero-bubble schedule: backward split into input- and weight-gradient jobs (Paddle refuses it)"
@@ -182,7 +182,7 @@ class PipelineZBH1Pass(StagedScheduler):
 
 
 @register
-@dataclass
+@record
 class PipelineEager1F1BPass(StagedScheduler):
     name = "pipeline-eager-1f1b"
     description = "Eager1F1B schedule: 1F1B with 2(P-S)-1 warm-up forwards (Paddle refuses it)"

@@ -15,12 +15,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..ir.builder import Maker
 from ..ir.core import Block, Operation, Program
 from ..ir.dist import ProcessMesh, TensorDistAttr, VecDistAttr, empty_dist_attr, merge_meshes
+from ..ir.records import record
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .sharding_util import fail
@@ -195,7 +195,7 @@ def drop_unused_kwargs(block: Block) -> int:
 
 
 @register
-@dataclass
+@record
 class RemoveOtherRankPass(ModulePass):
     name = "remove-other-rank"
     description = "keep only rank R's ops (Paddle's RemovePasses on the main program)"

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
+from ..ir.records import field, record
 from .base import INTERNAL, ModulePass, PassContext, register
 
 
 @register
-@dataclass
+@record
 class ReshardPass(ModulePass):
     name = "reshard"
     description = "lower dist_op.reshard ops for one rank (Paddle 3.3.1's reshard functions)"

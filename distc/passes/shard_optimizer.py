@@ -23,11 +23,11 @@ distc shards the other stateful optimizers the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import REPLICATE, Placement, ProcessMesh, Shard, TensorDistAttr
+from ..ir.records import record
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from ..dialects import ops
@@ -174,7 +174,7 @@ def _entry_mesh(e, default: ProcessMesh) -> ProcessMesh:
 
 
 # ------------------------------------------------------------------------------ the pass
-@dataclass
+@record
 class ShardingDecision:
     op: Operation
     param_name: str
@@ -182,7 +182,7 @@ class ShardingDecision:
 
 
 @register
-@dataclass
+@record
 class ShardOptimizerPass(ModulePass):
     name = "shard-optimizer"
     description = "ZeRO: shard optimizer states over a mesh dim, as Paddle's ShardingStage1"

@@ -21,12 +21,12 @@ program already gives the main program's layout is left alone (Paddle's own stag
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program
 from ..ir.dist import TensorDistAttr
+from ..ir.records import field, record
 from ..ir.types import DenseTensorType, DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from .base import INTERNAL, ModulePass, PassContext, register
@@ -193,7 +193,7 @@ def restore_persistable(changed: list[Operation]) -> None:
             set_persistable(v, True)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MainLayouts:
     """What a startup program needs of the (sharded) main program, taken once for every rank:
     the layouts of its ``pd_op.data`` values (optimizer states ...), of its parameters, and the
@@ -236,7 +236,7 @@ def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], r
 
 
 @register
-@dataclass
+@record
 class ShardStartupPass(ModulePass):
     name = "shard-startup"
     description = "initialise sharded optimizer states at global shape and keep rank R's piece (startup program)"

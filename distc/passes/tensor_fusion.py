@@ -29,7 +29,6 @@ startup program needs (the buffers, the updates in order) is left in ``ctx.stats
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..dialects import ops
 from ..dialects.collectives import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, Collective
@@ -39,6 +38,7 @@ from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import VecDistAttr
+from ..ir.records import record
 from ..ir.types import DistTensorType
 from .base import ModulePass, PassContext, register
 from .fusion_layout import (ACC_ORDER, NULL, POWS, Buffer, Piece, Update, acc_kind, coalesce_attrs, data_name,
@@ -57,7 +57,7 @@ def role(op: Operation) -> int | None:
 
 
 @register
-@dataclass
+@record
 class TensorFusionPass(ModulePass):
     name = "tensor-fusion"
     description = "ZeRO-1 with tensor fusion for one rank (Paddle's ShardingOptimizerStage1, before partition)"

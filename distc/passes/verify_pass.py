@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..analysis.verify import verify
+from ..ir.records import record
 from .base import ModulePass, PassContext, register
 
 
 @register
-@dataclass
+@record
 class VerifyPass(ModulePass):
     name = "verify"
     description = "check use-def chains, dominance and dist-attribute consistency"

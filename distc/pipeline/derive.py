@@ -28,14 +28,14 @@ derived texts to whole lowerings byte for byte.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..ir.core import Program
+from ..ir.records import record
 from ..passes.reshard.replay import Replayer, template_text, with_value
 from ..syntax.printer import print_lines
 
 
-@dataclass
+@record
 class Sketch:
     """What deriving needs of one rank's lowering (plain data: it crosses from a worker process).
     ``keys``: per reshard in lowering order, the hash of its replay key (same in every process

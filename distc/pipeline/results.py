@@ -6,17 +6,16 @@ crosses process boundaries (pickle) as the forked workers of ``distc shard --all
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from ..analysis.cost import totals
 from ..analysis.memory import MemoryReport
 from ..ir.core import Program
+from ..ir.records import field, record, replace
 
 
-@dataclass
+@record
 class RankResult:
     """One rank's part of a shard run.
 
@@ -97,16 +96,16 @@ class RankResult:
         """A copy without the programs (and their texts unless ``texts``), records without their
         layouts, a job plan without its programs (their types kept, each None): small, plain data
         a worker process sends back."""
-        colls = None if self.collectives is None else [dataclasses.replace(c, layouts=None) for c in self.collectives]
-        plan = None if self.plan is None else dataclasses.replace(self.plan, programs=dict.fromkeys(self.plan.programs))
+        colls = None if self.collectives is None else [replace(c, layouts=None) for c in self.collectives]
+        plan = None if self.plan is None else replace(self.plan, programs=dict.fromkeys(self.plan.programs))
         derived = None if self.derived is None else {r: x.detached(texts) for r, x in self.derived.items()}
-        return dataclasses.replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan, steps=[],
+        return replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan, steps=[],
                                    layouts=None, fused_dist=None, derived=derived,
                                    _text=self._text if texts else None,
                                    _startup_text=self._startup_text if texts else None)
 
 
-@dataclass
+@record
 class ShardResult(Mapping):
     """A run over several ranks: ``result[rank]`` is that rank's :class:`RankResult`; besides,
     what the shared passes did: the sharding mesh dim, the passes run once (``pipeline``), their

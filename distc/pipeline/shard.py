@@ -32,7 +32,6 @@ New stages (tensor fusion ...) are a field of :class:`ShardOptions` and a pass i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from ..analysis.cost import program_ranks, require_rank
@@ -40,6 +39,7 @@ from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands
 from ..analysis.verify import verify
 from ..dialects.known_ops import unknown_op_warnings
 from ..ir.core import Program
+from ..ir.records import field, record
 from ..passes.base import ModulePass, PassContext, PassManager
 from ..passes.partition import PartitionPass
 from ..passes.reshard_pass import ReshardPass
@@ -50,7 +50,7 @@ from .inputs import check_main, check_sharding_degree, check_startups
 from .results import RankResult, ShardResult
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShardOptions:
     """What to do (``distc shard``'s options).  ``axis``: the sharding mesh dim, by index or by
     a name of ``mesh_dims`` (names, or ``"dp,mp"`` as ``--mesh-dims`` takes them; ``None``:
@@ -110,7 +110,7 @@ class ShardOptions:
             raise ValueError("overlap, release_gradients and comm_buffer_mb are settings of tensor fusion")
 
 
-@dataclass
+@record
 class Prepared:
     """The rank-independent state every rank starts from (after :meth:`ShardPipeline.prepare`)."""
 

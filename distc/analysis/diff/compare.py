@@ -17,11 +17,11 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
 
 from ...ir.attrs import StrAttr
 from ...ir.core import Operation, Program, Value
 from ...ir.dist import OperationDistAttr, placements_name, ranks_text
+from ...ir.records import field, record
 from ...ir.types import DistTensorType
 from .align import align
 
@@ -29,7 +29,7 @@ RING = "ring_id"
 NAME_ATTRS = ("name", "parameter_name")
 
 
-@dataclass
+@record
 class Change:
     """One attribute-level difference of a changed op (``what`` is attr, type, operand, ...)."""
 
@@ -42,7 +42,7 @@ class Change:
         return f"{self.name}{' type' if self.what == 'type' else ''}: {self.a} -> {self.b}"
 
 
-@dataclass
+@record
 class OpDiff:
     kind: str  # "added", "removed", "changed"
     a: Operation | None
@@ -54,7 +54,7 @@ class OpDiff:
         return (self.a or self.b).name  # type: ignore[union-attr]
 
 
-@dataclass
+@record
 class DiffResult:
     a: Program
     b: Program

@@ -4,14 +4,14 @@ and where the first one is in each program."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable
 
 from ...ir.core import Program
+from ...ir.records import field, record
 from .registry import lookup
 
 
-@dataclass
+@record
 class Missing:
     """One op name without a kernel: its count over all programs and its first op in each."""
 

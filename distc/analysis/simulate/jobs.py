@@ -14,11 +14,11 @@ optimizer step with them (global-norm clip included)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
 import numpy as np
 
+from ...ir.records import field, record
 from .layout import expected_piece
 from .runner import RankRunner
 from .scheduler import Simulator
@@ -32,7 +32,7 @@ from ...ir.dist import TensorDistAttr
 from ...ir import attrs as A
 
 
-@dataclass
+@record
 class RankJobs:
     """One rank's pipelined step: its job programs, jobs in order, ring id -> group (its own
     numbering), the layout of every named value (to cut its initial pieces), and which names

@@ -12,11 +12,12 @@ Lookup is by the op's full name, then without the trailing ``_`` of an in-place 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Callable
 
+from ...ir.records import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Kernel:
     name: str
     fn: Callable

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...ir.core import Operation
+from ...ir.records import record
 
 
-@dataclass
+@record
 class Coll:
     kind: str  # all_reduce, all_gather, reduce_scatter, all_to_all, broadcast
     op: Operation
@@ -20,7 +20,7 @@ class Coll:
     attrs: dict
 
 
-@dataclass
+@record
 class Send:
     op: Operation
     rank: int
@@ -34,7 +34,7 @@ class Send:
         return mesh_pos(self.op, self.rank)
 
 
-@dataclass
+@record
 class Recv:
     op: Operation
     rank: int

@@ -3,11 +3,11 @@ every destination rank's final value checked against its piece of the destinatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import numpy as np
 
+from ...ir.records import field, record
 from .layout import check_layout
 from .scheduler import simulate_ranks
 from .values import ABSENT, SimulationError, attr, np_dtype
@@ -32,7 +32,7 @@ def final_value(prog: Program, rank: int, values: Mapping, dst: TensorDistAttr |
     return fallback
 
 
-@dataclass
+@record
 class ReshardReport:
     """What :func:`verify_reshard` found."""
 

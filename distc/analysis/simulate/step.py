@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
+from ...ir.records import field, record
 from .coverage import Missing, summary as missing_summary
 from .layout import expected_piece, layout_groups
 from .values import SimulationError, attr, np_dtype
@@ -145,7 +145,7 @@ def make_inputs(prog: Program, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------------ report
-@dataclass
+@record
 class Divergence:
     rank: int | None
     op: Operation | None
@@ -167,7 +167,7 @@ class Divergence:
                 "max_abs_error": self.abs_err, "max_rel_error": self.rel_err}
 
 
-@dataclass
+@record
 class StepReport:
     ranks: list[int]
     rtol: float

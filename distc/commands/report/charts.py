@@ -8,9 +8,9 @@ configuration script are left out; chart ids are fixed, so the same input gives 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ...analysis.cost import human_bytes as human
+from ...ir.records import record
 
 MEMORY_PARTS = (("parameters", "parameters"), ("gradients", "gradients"),
                 ("optimizer_states", "optimizer states"), ("activations", "activations (model)"))
@@ -206,7 +206,7 @@ def group_chart(chart_id: str, groups: list[dict]) -> str:
 
 
 # --------------------------------------------------------------------------------- timeline
-@dataclass(frozen=True)
+@record(frozen=True)
 class Job:
     """One job of a rank's pipeline schedule: its type (forward, backward, optimizer ...), the
     micro-batch, when it starts and ends (modelled time units), and how long it waits inside (a

@@ -10,14 +10,14 @@ else (charts, page, ``--json``) reads :class:`ReportData` alone.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from ...analysis.memory import activations_of, memory_of, optimizer_operands, saved_activations
+from ...ir.records import field, record
 
 STAGES = (0, 1, 2, 3)
 
 
-@dataclass
+@record
 class Options:
     stage: int = 1
     amp: bool = False
@@ -28,7 +28,7 @@ class Options:
     program: int | None = None
 
 
-@dataclass
+@record
 class ReportData:
     """Plain figures (ints, strings, lists, dicts): the page and ``--json`` both come from these."""
 

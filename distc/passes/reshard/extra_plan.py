@@ -13,14 +13,14 @@ output is kept wherever it is correct.  The lowering itself is :mod:`.extra_lowe
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from ...ir.dist import Placement, ProcessMesh, TensorDistAttr, split_bounds
+from ...ir.records import record
 
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
 REDUCE_OK = ("SUM", "AVG", "MAX", "MIN", "PRODUCT")
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Step:
     dim: int  # mesh dim
     src: Placement

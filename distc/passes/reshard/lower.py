@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ...ir.core import Block, Operation, Program, Value
 from ...ir.dist import TensorDistAttr
+from ...ir.records import field, record
 from ...syntax.diagnostics import DiagnosticError
 from . import registry
 from ...dialects import ops
@@ -32,7 +32,7 @@ RESHARD = ops.RESHARD
 
 
 
-@dataclass
+@record
 class ReshardStep:
     """How one ``dist_op.reshard`` was lowered (``--explain``)."""
 
@@ -46,7 +46,7 @@ class ReshardStep:
     fixed: list[str] = field(default_factory=list)  # where distc departs from Paddle to fix it
 
 
-@dataclass
+@record
 class Lowering:
     """What lowering a program (or one op) for one rank did."""
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from ...ir.dist import TensorDistAttr
+from ...ir.records import record
 
 Shape = tuple[int, ...]
 
@@ -72,7 +72,7 @@ class ReshardFunction:
         return f"<reshard function {self.name} priority={self.priority}>"
 
 
-@dataclass
+@record
 class _Entry:
     priority: int
     seq: int

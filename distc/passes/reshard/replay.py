@@ -223,7 +223,7 @@ def template_text(t: _Template | None, xtype, style):
 
 
 def with_value(record, name: str, value):
-    """``dataclasses.replace(record, name=value)`` for the plain (not frozen, no ``__post_init__``)
+    """``replace(record, name=value)`` (distc.ir.records) for the plain (not frozen, no ``__post_init__``)
     records replayed here, without ``replace``'s field-by-field rebuild (thousands a program)."""
     new = copy(record)
     setattr(new, name, value)

@@ -49,16 +49,16 @@ with :func:`~.extra_lower.lower`, correct for uneven pieces and any order of pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from ...ir.dist import Placement
+from ...ir.records import record
 from . import extra_plan as X
 from .extra_lower import lower
 from .registry import ReshardFunction, before, reshard_function
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Row:
     name: str
     priority: int

@@ -1,0 +1,222 @@
+"""Record classes: what ``@dataclasses.dataclass`` makes, built at a fraction of its cost.
+
+A ``distc shard`` run defines ~50 classes with fields; the dataclasses module spent ~1/3 of the
+run's start-up building them (each method compiled apart, every annotation inspected, and
+``import dataclasses`` pulls in ``inspect``).  :func:`record` makes the same methods, compiling
+only ``__init__`` (the others are closures over the field names): ``__init__`` (defaults,
+``default_factory``, ``init=False``, ``__post_init__``), ``__repr__``, ``__eq__``, ``__hash__`` (the dataclass rules: a frozen class
+with ``eq`` hashes its compared fields; an ``eq`` class that is not frozen is unhashable; a method
+the class defines itself is kept), ``frozen`` (assigning raises :class:`FrozenInstanceError`, an
+``AttributeError``), ``slots`` (with pickling and copying of frozen instances), ``__match_args__``
+and fields inherited from record bases.  :func:`field`, :func:`fields` and :func:`replace` take
+the place of their dataclasses namesakes (and accept real dataclasses too).
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+MISSING = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
+
+
+class FrozenInstanceError(AttributeError):
+    """An assignment to a field of a frozen record."""
+
+
+class Field:
+    __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare", "metadata")
+
+    def __init__(self, default=MISSING, default_factory=MISSING, init=True, repr=True, hash=None, compare=True,
+                 metadata=None) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("cannot specify both default and default_factory")
+        self.name, self.type = "", None  # (the annotation, as written)
+        self.default, self.default_factory = default, default_factory
+        self.init, self.repr, self.hash, self.compare = init, repr, hash, compare
+        self.metadata = {} if metadata is None else metadata
+
+    def __repr__(self) -> str:
+        return f"Field(name={self.name!r}, default={self.default!r}, default_factory={self.default_factory!r})"
+
+
+def field(*, default=MISSING, default_factory=MISSING, init=True, repr=True, hash=None, compare=True,
+          metadata=None) -> Field:
+    return Field(default, default_factory, init, repr, hash, compare, metadata)
+
+
+def fields(obj) -> tuple:
+    """The fields of a record (class or instance), in order."""
+    if hasattr(obj, "__dataclass_fields__"):  # a dataclass (a subclass of a record base included)
+        import dataclasses
+
+        return dataclasses.fields(obj)
+    return obj.__record_fields__
+
+
+def replace(obj, /, **changes):
+    """A copy of ``obj`` with ``changes`` (as ``dataclasses.replace``: through ``__init__``)."""
+    if hasattr(type(obj), "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.replace(obj, **changes)
+    for f in type(obj).__record_fields__:
+        if not f.init:
+            if f.name in changes:
+                raise ValueError(f"field {f.name} is declared with init=False, it cannot be specified with replace()")
+        elif f.name not in changes:
+            changes[f.name] = getattr(obj, f.name)
+    return obj.__class__(**changes)
+
+
+def _tuple(obj: str, names: list[str]) -> str:
+    return "(" + "".join(f"{obj}.{n}," for n in names) + ")"
+
+
+def _source(cls, fs: list[Field], frozen: bool, slots: bool, ns: dict, own: dict, eq: bool, hash_fn: bool) -> str:
+    """The text of ``__init__`` (it runs for every object made) and, for a frozen record (a value
+    the passes compare and hash in their inner loops), of ``__eq__`` and ``__hash__``."""
+    lines = []
+    put = "_setattr(self, {0!r}, {1})" if frozen else "self.{0} = {1}"
+    params, body = ["self"], []
+    for f in fs:
+        n = f.name
+        if f.default_factory is not MISSING:
+            ns[f"_f_{n}"] = f.default_factory
+            if f.init:
+                params.append(f"{n}=_FACTORY")
+                body.append(put.format(n, f"_f_{n}() if {n} is _FACTORY else {n}"))
+            else:
+                body.append(put.format(n, f"_f_{n}()"))
+        elif f.init:
+            if f.default is not MISSING:
+                ns[f"_d_{n}"] = f.default
+                params.append(f"{n}=_d_{n}")
+            else:
+                params.append(n)
+            body.append(put.format(n, n))
+        elif f.default is not MISSING and slots:  # (a dict class reads the class attribute)
+            ns[f"_d_{n}"] = f.default
+            body.append(put.format(n, f"_d_{n}"))
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    if "__init__" not in own:
+        lines += [f"def __init__({', '.join(params)}):", *("    " + b for b in body or ["pass"])]
+    if frozen and eq and "__eq__" not in own:
+        names = [f.name for f in fs if f.compare]
+        lines += ["def __eq__(self, other):", "    if other.__class__ is self.__class__:",
+                  f"        return {_tuple('self', names)} == {_tuple('other', names)}", "    return NotImplemented"]
+    if frozen and hash_fn:
+        names = [f.name for f in fs if (f.compare if f.hash is None else f.hash)]
+        lines += ["def __hash__(self):", f"    return hash({_tuple('self', names)})"]
+    return "\n".join(lines)
+
+
+def _getter(names: list[str]):
+    """obj -> the tuple of its ``names`` (as the dataclass methods compare and hash them)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        get = attrgetter(names[0])
+        return lambda obj: (get(obj),)
+    return lambda obj: ()
+
+
+def _methods(cls, fs: list[Field], frozen: bool, eq: bool) -> dict:
+    """``__repr__``, ``__setattr__``, ``__delattr__`` and a mutable record's ``__eq__`` (closures:
+    nothing compiled)."""
+    out = {}
+    shown = [f.name for f in fs if f.repr]
+
+    def __repr__(self):
+        return f"{self.__class__.__qualname__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in shown) + ")"
+
+    out["__repr__"] = __repr__
+    if eq and not frozen:
+        key = _getter([f.name for f in fs if f.compare])
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return key(self) == key(other)
+            return NotImplemented
+
+        out["__eq__"] = __eq__
+    if frozen:
+        names = frozenset(f.name for f in fs)
+
+        def __setattr__(self, name, value):
+            if type(self) is cls or name in names:
+                raise FrozenInstanceError(f"cannot assign to field {name!r}")
+            super(cls, self).__setattr__(name, value)
+
+        def __delattr__(self, name):
+            if type(self) is cls or name in names:
+                raise FrozenInstanceError(f"cannot delete field {name!r}")
+            super(cls, self).__delattr__(name)
+
+        out["__setattr__"], out["__delattr__"] = __setattr__, __delattr__
+    return out
+
+
+def _build(cls, frozen: bool, slots: bool, eq: bool):
+    fs: list[Field] = []
+    for base in reversed(cls.__mro__[1:]):
+        for f in base.__dict__.get("__record_fields__", ()):
+            fs = [g for g in fs if g.name != f.name] + [f]
+    own = cls.__dict__
+    for name, ann in own.get("__annotations__", {}).items():
+        if isinstance(ann, str) and ann.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        v = own.get(name, MISSING)
+        f = v if isinstance(v, Field) else Field(default=v)
+        f.name, f.type = name, ann
+        fs = [g for g in fs if g.name != name] + [f]
+        if isinstance(v, Field):
+            if f.default is MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+    names = tuple(f.name for f in fs)
+    if slots:
+        d = {k: v for k, v in own.items() if k not in names and k not in ("__dict__", "__weakref__")}
+        d["__slots__"] = names
+        qualname = cls.__qualname__
+        cls = type(cls)(cls.__name__, cls.__bases__, d)
+        cls.__qualname__ = qualname
+        own = cls.__dict__
+    explicit = own.get("__hash__", MISSING)
+    explicit_hash = not (explicit is MISSING or (explicit is None and "__eq__" in own))
+    methods = _methods(cls, fs, frozen, eq)
+    ns = {"_setattr": object.__setattr__, "_FACTORY": MISSING}
+    exec(_source(cls, fs, frozen, slots, ns, own, eq, eq and frozen and not explicit_hash), ns)
+    methods.update((k, ns[k]) for k in ("__init__", "__eq__", "__hash__") if k in ns)
+    for k, fn in methods.items():
+        if k not in own or k == "__hash__":  # (a class with its own __eq__ has __hash__ = None)
+            fn.__qualname__ = f"{cls.__qualname__}.{k}"
+            setattr(cls, k, fn)
+    if eq and not frozen and not explicit_hash:
+        cls.__hash__ = None
+    cls.__record_fields__ = tuple(fs)
+    if "__match_args__" not in own:
+        cls.__match_args__ = tuple(f.name for f in fs if f.init)
+    if slots and frozen:
+        cls.__getstate__ = _getstate
+        cls.__setstate__ = _setstate
+    return cls
+
+
+def _getstate(self):
+    return [getattr(self, f.name) for f in self.__record_fields__]
+
+
+def _setstate(self, state) -> None:
+    for f, value in zip(self.__record_fields__, state):
+        object.__setattr__(self, f.name, value)
+
+
+def record(cls=None, /, *, frozen: bool = False, slots: bool = False, eq: bool = True):
+    """``@record``, ``@record(frozen=True, slots=True)``: as ``@dataclass`` with the same options."""
+
+    def wrap(c):
+        return _build(c, frozen, slots, eq)
+
+    return wrap if cls is None else wrap(cls)

@@ -1,0 +1,151 @@
+"""distc.ir.records: classes made by ``@record`` behave as ``@dataclasses.dataclass`` makes them.
+
+Each case defines one class body twice, once under each decorator, and compares what a user of
+the class sees: construction (positional, keywords, defaults, factories, ``init=False``,
+``__post_init__``), ``repr``, ``==``, ``hash`` (the same values), immutability, slots, pickling,
+copying, ``replace`` and ``fields``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+from distc.ir import records
+from distc.ir.records import FrozenInstanceError, field, fields, record, replace
+
+
+def make(deco, fld, **opts):
+    """The same five classes built by ``deco`` (dataclass or record) with its ``field``."""
+
+    class Point:
+        x: int
+        y: int = 0
+        label: str = fld(default="p", compare=False)
+
+        def norm(self) -> int:
+            return abs(self.x) + abs(self.y)
+
+    class Bag:
+        items: list = fld(default_factory=list)
+        names: dict = fld(default_factory=dict, repr=False)
+        count: int = 0
+
+    class Checked:
+        shape: tuple
+        memo: dict | None = fld(default=None, init=False, compare=False, repr=False, hash=False)
+
+        def __post_init__(self) -> None:
+            if not isinstance(self.shape, tuple):
+                raise ValueError("shape must be a tuple")
+
+    class OwnHash:
+        a: int
+        b: int = 1
+
+        def __hash__(self) -> int:
+            return 7
+
+    class Empty:
+        pass
+
+    return {c.__name__: deco(c, **opts) for c in (Point, Bag, Checked, OwnHash, Empty)}
+
+
+VARIANTS = [dict(), dict(frozen=True), dict(frozen=True, slots=True), dict(slots=True), dict(eq=False)]
+
+
+def outcome(f, *a):
+    """f(*a), or the type of what it raised."""
+    try:
+        return f(*a)
+    except Exception as e:  # noqa: BLE001 - compared, not handled
+        return type(e)
+
+
+def pair(opts):
+    return make(dataclasses.dataclass, dataclasses.field, **opts), make(record, field, **opts)
+
+
+@pytest.mark.parametrize("opts", VARIANTS, ids=lambda o: ",".join(o) or "plain")
+def test_record_behaves_as_dataclass(opts):
+    dc, rc = pair(opts)
+    for name in dc:
+        D, R = dc[name], rc[name]
+        args = {"Point": [(3,), (3, 4), (3, 4, "q")], "Bag": [(), ([1],), ([1], {"a": 1}, 2)],
+                "Checked": [((2, 3),)], "OwnHash": [(1,), (1, 2)], "Empty": [()]}[name]
+        for a in args:
+            d, r = D(*a), R(*a)
+            assert repr(r).replace(".R", ".D") == repr(d), name
+            assert (r == R(*a)) == (d == D(*a)) and (r != R(*a)) == (d != D(*a))
+            assert (D.__hash__ is None) == (R.__hash__ is None), name
+            if D.__hash__ is not None and opts.get("eq", True):
+                assert outcome(hash, r) == outcome(hash, d), name
+            assert [f.name for f in fields(r)] == [f.name for f in dataclasses.fields(d)]
+            assert R.__match_args__ == D.__match_args__
+            assert hasattr(r, "__dict__") == hasattr(d, "__dict__")
+            if opts.get("frozen"):
+                with pytest.raises(FrozenInstanceError):
+                    setattr(r, fields(r)[0].name if fields(r) else "z", 1)
+                with pytest.raises(AttributeError):
+                    delattr(r, fields(r)[0].name if fields(r) else "z")
+            assert copy.copy(r) == r if opts.get("eq", True) else True
+            assert repr(copy.deepcopy(r)) == repr(r)
+        assert R.__init__.__defaults__ == D.__init__.__defaults__ or name == "Bag"
+    # keywords, factories (a new list each), init=False, __post_init__
+    b1, b2 = rc["Bag"](), rc["Bag"](count=3)
+    assert b1.items == [] and b1.items is not b2.items and b2.count == 3
+    c = rc["Checked"]((1,))
+    assert c.memo is None and "memo" not in repr(c)
+    with pytest.raises(ValueError, match="shape must be a tuple"):
+        rc["Checked"]([1])
+    with pytest.raises(TypeError):
+        rc["Checked"]((1,), {})  # memo is not a parameter
+    # replace goes through __init__ (so __post_init__ runs) and refuses init=False fields
+    p = rc["Point"](1, 2, "a")
+    q = replace(p, y=5)
+    assert (q.x, q.y, q.label) == (1, 5, "a") and type(q) is type(p)
+    with pytest.raises(ValueError, match="init=False"):
+        replace(c, memo={})
+    with pytest.raises(ValueError, match="shape must be a tuple"):
+        replace(c, shape=[2])
+
+
+def test_records_pickle_and_ir_values():
+    from distc.ir import DenseTensorType, IntAttr, ProcessMesh, TensorDistAttr
+
+    m = ProcessMesh((2, 2), (0, 1, 2, 3), ("dp", "mp"))
+    t = TensorDistAttr(m, (0, -1), ((1, "SUM"),))
+    for v in (m, t, DenseTensorType((4, 8), "f32"), IntAttr(3, "Int32")):
+        for w in (pickle.loads(pickle.dumps(v)), copy.copy(v), copy.deepcopy(v)):
+            assert w == v and hash(w) == hash(v) and repr(w) == repr(v)
+        with pytest.raises(AttributeError):
+            v.__setattr__(fields(v)[0].name, None)
+    assert IntAttr(3) == IntAttr(3) and hash(IntAttr(3)) == hash((3, None))
+    assert replace(DenseTensorType((4,), "f32"), shape=(8,)) == DenseTensorType((8,), "f32")
+    with pytest.raises(ValueError, match="needs 4 process ids"):
+        ProcessMesh((2, 2), (0, 1))
+
+
+def test_replace_and_fields_take_dataclasses_too():
+    @dataclasses.dataclass(frozen=True)
+    class D:
+        a: int
+        b: int = 2
+
+    assert replace(D(1), b=3) == D(1, 3)
+    assert [f.name for f in fields(D)] == ["a", "b"]
+    assert records.MISSING is not None and repr(records.MISSING) == "MISSING"
+
+
+def test_no_module_of_distc_uses_dataclasses():
+    """One way to make a class with fields (the records: cheaper to build; see the module's doc)."""
+    from pathlib import Path
+
+    root = Path(records.__file__).resolve().parent.parent
+    users = [str(p.relative_to(root)) for p in root.rglob("*.py")
+             if p.name != "records.py" and ("from dataclasses" in p.read_text() or "import dataclasses" in p.read_text())]
+    assert not users, f"modules using dataclasses (use distc.ir.records): {users}"
