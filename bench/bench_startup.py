@@ -93,6 +93,8 @@ def main() -> None:
             subprocess.run([py, "-m", "compileall", "-q", str(Path(c) / "distc")], check=True)
             mods = json.loads(subprocess.run([py, "-c", LIST, json.dumps(shard[2:])], cwd=d, env=env, check=True,
                                              capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            # distc.cli first, as the command imports it (the rest in the order they were loaded)
+            mods = ["distc.cli", *(m for m in mods if m != "distc.cli")]
             # each ends as `distc` does (os._exit: no tear-down of the modules and objects)
             cmds[c] = dict(start=[py, "-c", "import os; os._exit(0)"],
                            imports=[py, "-c", "import " + ", ".join(mods) + "; import os; os._exit(0)"],

@@ -6,31 +6,31 @@ Layers, bottom-up (each imports only from itself and below; ``tests/test_layers.
 (verifier, cost, memory, simulator, diff) -> ``passes`` (one file a pass; ``passes.paddle_api`` the
 one op builder) -> ``pipeline`` (the library's shard pipeline) -> ``driver`` -> ``commands`` / ``cli``.
 
-This module is the library's face: ``distc.parse``, ``distc.print_program`` and ``distc.shard``
-(:func:`distc.pipeline.shard`; ``shard_ranks``, ``ShardOptions``, ``ShardPipeline`` with it),
-the pipeline imported when first used, so that reading and printing programs costs no passes.
+This module is the library's face: ``distc.parse``, ``distc.print_program``, the IR classes and
+``distc.shard`` (:func:`distc.pipeline.shard`; ``shard_ranks``, ``ShardOptions``, ``ShardPipeline``
+with it), each imported when first used: so that reading and printing programs costs no passes, and
+the ``distc`` command can set up its process (:mod:`distc.cli`) before the modules it runs load.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject reads it from here)
 
-from .ir.core import Block, BlockArgument, Operation, OpResult, Program, Region, Value
-from .syntax.diagnostics import DiagnosticError
-from .syntax.parser import parse
-from .syntax.printer import print_program
+# name -> the module defining it
+_WHERE = {
+    **dict.fromkeys(("Block", "BlockArgument", "Operation", "OpResult", "Program", "Region", "Value"), "ir.core"),
+    "DiagnosticError": "syntax.diagnostics", "parse": "syntax.parser", "print_program": "syntax.printer",
+    **dict.fromkeys(("RankResult", "ShardOptions", "ShardPipeline", "ShardResult", "shard", "shard_ranks"),
+                    "pipeline"),
+}
 
-_PIPELINE = ("RankResult", "ShardOptions", "ShardPipeline", "ShardResult", "shard", "shard_ranks")
-
-__all__ = [
-    "Block", "BlockArgument", "DiagnosticError", "Operation", "OpResult", "Program", "Region", "Value",
-    "parse", "print_program", "__version__", *_PIPELINE,
-]
+__all__ = [*_WHERE, "__version__"]
 
 
 def __getattr__(name: str):
-    if name in _PIPELINE:
-        from . import pipeline
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'distc' has no attribute {name!r}")
+    from importlib import import_module
 
-        return getattr(pipeline, name)
-    raise AttributeError(f"module 'distc' has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{where}"), name)
