@@ -6,6 +6,8 @@ cannot be derived (another pipeline stage: other ops) is lowered whole."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from click.testing import CliRunner
 
@@ -14,7 +16,6 @@ import modelsdata as M
 from conftest import DATA
 from distc.cli import main
 from distc.driver import fork_each
-from distc.ir.records import replace
 from distc.pipeline import ShardOptions, ShardPipeline
 from distc.pipeline.derive import derivable
 from distc.syntax.parser import parse
@@ -150,7 +151,7 @@ def check(case: str, opts: dict, least: int, main_text: str | None = None) -> No
         w = whole.lower(r, copy=True)
         assert res.text == w.text, f"rank {r} (derived from {res.derived_from})"
         assert res.startup_text == w.startup_text, f"rank {r}"
-        assert res.collectives == [replace(c, layouts=None) for c in w.collectives], f"rank {r}"
+        assert res.collectives == [dataclasses.replace(c, layouts=None) for c in w.collectives], f"rank {r}"
         assert (res.rings, res.notes, res.ran) == (w.rings, w.notes, w.ran), f"rank {r}"
         assert res.derived is None
 

@@ -130,6 +130,22 @@ def test_records_pickle_and_ir_values():
         ProcessMesh((2, 2), (0, 1))
 
 
+def test_dataclasses_functions_take_records():
+    """Code written for the dataclasses these classes were (dataclasses.replace on an IR value ...)."""
+    from distc.ir import DenseTensorType, ProcessMesh, TensorDistAttr
+
+    t = TensorDistAttr(ProcessMesh((2,), (0, 1)), (0, -1))
+    assert dataclasses.is_dataclass(t) and dataclasses.is_dataclass(TensorDistAttr)
+    assert dataclasses.replace(t, dims_mapping=(-1, -1)) == replace(t, dims_mapping=(-1, -1))
+    assert [f.name for f in dataclasses.fields(t)] == [f.name for f in fields(t)]
+    assert dataclasses.asdict(DenseTensorType((4,), "f32")) == {"shape": (4,), "dtype": "f32", "prefix": "tensor"}
+    _, rc = pair({})
+    b = rc["Bag"]([1])
+    assert dataclasses.replace(b, count=2).items == [1] and dataclasses.fields(b)[1].repr is False
+    with pytest.raises(ValueError, match="init=False"):
+        dataclasses.replace(rc["Checked"]((1,)), memo={})
+
+
 def test_replace_and_fields_take_dataclasses_too():
     @dataclasses.dataclass(frozen=True)
     class D:

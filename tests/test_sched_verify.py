@@ -71,7 +71,7 @@ def test_paddle_gradient_merge_clips_the_sum():
     batch's step here, where the clip acts (global norm ~4, clip 1)."""
     o, res = built(PP2, "1F1B", 4, True)
     assert prove_step(parsed(PP2, "1F1B"), res, o).status == 0
-    from distc.ir.records import replace
+    from dataclasses import replace
 
     rep = prove_step(parsed(PP2, "1F1B"), res, replace(o, paddle_merge=False))
     assert rep.status == 1 and "after the step is not its piece of the serial value" in rep.summary()

@@ -223,10 +223,9 @@ def test_cross_mesh_pairs_by_mesh_position():
 def test_dangling_use_is_an_error():
     before, progs = _complete("m2_S0_to_R")
     # the all_gather now claims a mesh without rank 1, whose consumer runs on rank 1
-    from distc.ir.records import replace
-
+    import dataclasses
     ag = progs[1].find("pd_op.all_gather")[0]
-    ag.dist_attr = replace(ag.dist_attr, mesh=ProcessMesh((1,), (0,)))
+    ag.dist_attr = dataclasses.replace(ag.dist_attr, mesh=ProcessMesh((1,), (0,)))
     with pytest.raises(SimulationError):
         simulate_ranks(progs, {"x": np.zeros((4, 8))})
 

@@ -9,7 +9,8 @@ with ``eq`` hashes its compared fields; an ``eq`` class that is not frozen is un
 the class defines itself is kept), ``frozen`` (assigning raises :class:`FrozenInstanceError`, an
 ``AttributeError``), ``slots`` (with pickling and copying of frozen instances), ``__match_args__``
 and fields inherited from record bases.  :func:`field`, :func:`fields` and :func:`replace` take
-the place of their dataclasses namesakes (and accept real dataclasses too).
+the place of their dataclasses namesakes (and accept real dataclasses too); the dataclasses module's
+own functions take records (``__dataclass_fields__``, made when asked for).
 """
 
 from __future__ import annotations
@@ -46,26 +47,50 @@ def field(*, default=MISSING, default_factory=MISSING, init=True, repr=True, has
 
 def fields(obj) -> tuple:
     """The fields of a record (class or instance), in order."""
-    if hasattr(obj, "__dataclass_fields__"):  # a dataclass (a subclass of a record base included)
+    fs = getattr(obj, "__record_fields__", None)
+    if fs is None:  # a dataclass
         import dataclasses
 
         return dataclasses.fields(obj)
-    return obj.__record_fields__
+    return fs
 
 
 def replace(obj, /, **changes):
     """A copy of ``obj`` with ``changes`` (as ``dataclasses.replace``: through ``__init__``)."""
-    if hasattr(type(obj), "__dataclass_fields__"):
+    fs = getattr(type(obj), "__record_fields__", None)
+    if fs is None:  # a dataclass
         import dataclasses
 
         return dataclasses.replace(obj, **changes)
-    for f in type(obj).__record_fields__:
+    for f in fs:
         if not f.init:
             if f.name in changes:
                 raise ValueError(f"field {f.name} is declared with init=False, it cannot be specified with replace()")
         elif f.name not in changes:
             changes[f.name] = getattr(obj, f.name)
     return obj.__class__(**changes)
+
+
+class _DataclassFields:
+    """A record's ``__dataclass_fields__``, made when first asked for: to the dataclasses module a
+    record is a dataclass (``dataclasses.replace``, ``fields``, ``asdict``, ``is_dataclass`` take
+    it), at no cost to a run that never asks."""
+
+    def __get__(self, obj, cls) -> dict:
+        import dataclasses
+
+        out = {}
+        for f in cls.__record_fields__:
+            d = dataclasses.field(default=dataclasses.MISSING if f.default is MISSING else f.default,
+                                  default_factory=(dataclasses.MISSING if f.default_factory is MISSING
+                                                   else f.default_factory),
+                                  init=f.init, repr=f.repr, hash=f.hash, compare=f.compare, metadata=f.metadata or None)
+            d.name, d.type, d._field_type = f.name, f.type, dataclasses._FIELD  # (as dataclass() sets them)
+            out[f.name] = d
+        return out
+
+
+_DATACLASS_FIELDS = _DataclassFields()
 
 
 def _tuple(obj: str, names: list[str]) -> str:
@@ -196,6 +221,7 @@ def _build(cls, frozen: bool, slots: bool, eq: bool):
     if eq and not frozen and not explicit_hash:
         cls.__hash__ = None
     cls.__record_fields__ = tuple(fs)
+    cls.__dataclass_fields__ = _DATACLASS_FIELDS
     if "__match_args__" not in own:
         cls.__match_args__ = tuple(f.name for f in fs if f.init)
     if slots and frozen:
