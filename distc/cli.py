@@ -46,9 +46,20 @@ class _Group(click.Group):
     """The pipeline commands (:mod:`distc.commands`) are imported when they run, not at start."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from .commands import NAMES, load
+        from .commands import NAMES
 
-        return sorted(set(super().list_commands(ctx)) | {n for n in NAMES if load(n) is not None})
+        return sorted(set(super().list_commands(ctx)) | set(NAMES))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``distc --help``'s list: a pipeline command not imported yet by its summary line
+        (:data:`distc.commands.SUMMARY`), so that the list imports none of them."""
+        from .commands import SUMMARY
+
+        rows = [(n, super(_Group, self).get_command(ctx, n) or click.Command(n, help=SUMMARY[n]))
+                for n in self.list_commands(ctx)]
+        limit = formatter.width - 6 - max(len(n) for n, _ in rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in rows if not c.hidden])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         from .commands import load

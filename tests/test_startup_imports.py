@@ -93,6 +93,26 @@ def test_shard_imports_only_what_it_runs(tmp_path, many):
         assert others <= OTHERS, f"a plain `distc shard` imports other distributions: {sorted(others - OTHERS)}"
 
 
+def test_help_imports_no_command(tmp_path):
+    """`distc --help` lists the commands from their summary lines, importing none of them."""
+    mods = run_modules(["--help"], tmp_path)
+    loaded = [m for m in mods if m.startswith("distc.commands.") or m.startswith("distc.capture")
+              or m in ("numpy", "lark", "jinja2", "pygal")]
+    assert not loaded, f"`distc --help` imports {loaded}"
+
+
+@pytest.mark.parametrize("width", [30, 45, 80, 400])
+def test_summaries_are_the_commands_help(width):
+    """distc.commands.SUMMARY gives the list of `distc --help` what each command's own help gives."""
+    import click
+
+    from distc.commands import SUMMARY, load
+
+    for name, line in SUMMARY.items():
+        assert (click.Command(name, help=line).get_short_help_str(width)
+                == load(name).get_short_help_str(width)), name
+
+
 def test_options_still_import_their_passes(tmp_path):
     """The deferred imports are taken where the options need them."""
     mods = run_modules(["shard", str(SAMPLE), "--rank", "1", "--dense", "-o", str(tmp_path / "d.ir"), "-q"],
