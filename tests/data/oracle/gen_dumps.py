@@ -822,7 +822,7 @@ def main():
     names = sys.argv[1:] or list(CASES)
     failed = 0
     for name in names:
-        env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID="0", PADDLE_TRAINERS_NUM="8")
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID="0", PADDLE_TRAINERS_NUM="8")
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", name], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
         tail = [x for x in r.stderr.splitlines() if "refused" in x]

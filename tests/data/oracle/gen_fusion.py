@@ -328,8 +328,8 @@ def run_worker(job):
     os.makedirs(os.path.join(outdir, group), exist_ok=True)
     # a schedule needs the world size (gen_pp.py: a rank's stage is rank // (world / pp degree))
     world = str(len(PP_CASES[case])) if group == "pp" and variant != "fuse" else "8"
-    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=world,
-               GLOG_minloglevel="2")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank),
+               PADDLE_TRAINERS_NUM=world, GLOG_minloglevel="2")
     env.pop("FLAGS_enable_moe_utils", None)
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", group, case, variant, str(rank),
                         outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

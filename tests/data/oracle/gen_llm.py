@@ -274,7 +274,7 @@ def run_worker(job):
     config, case, stage, rank, outdir = job
     os.makedirs(os.path.join(outdir, config), exist_ok=True)
     env = dict(os.environ)
-    env.update(PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
                GLOG_minloglevel="2")
     err = os.path.join(outdir, config, f"{case}.{stage}.r{rank}.error.txt")
     for attempt in range(3):  # dy2static's temporary module files can clash between parallel processes

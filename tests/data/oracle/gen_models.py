@@ -547,7 +547,8 @@ def run_worker(job):
     model, mesh, opt, stage, rank, outdir = job
     os.makedirs(os.path.join(outdir, model), exist_ok=True)
     env = dict(os.environ)
-    env.update(PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8", GLOG_minloglevel="2")
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+               GLOG_minloglevel="2")
     tag = f"{model}/{case_name(model, mesh, opt)}.{stage}.r{rank}"
     err = os.path.join(outdir, f"{tag}.error.txt")
     for attempt in range(3):  # dy2static's temporary module files can clash between parallel processes

@@ -30,8 +30,10 @@ Usage (/work/paddle/bin/python):
   python gen_pp.py --pack-sched DIR DEST          # DIR/sched -> DEST/CASE.tar.xz (one xz archive a mesh)
   python gen_pp.py --unpack DEST OUT
 
-Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0,
-PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 set before `import paddle`.
+Each (case, stage, rank) runs in a fresh Python process with PYTHONHASHSEED=0, OMP_NUM_THREADS=1,
+PADDLE_TRAINER_ID=rank and PADDLE_TRAINERS_NUM=8 (--sched: the mesh's world size) set before
+`import paddle`.  OMP_NUM_THREADS=1 matters: a process takes ~5-10 s at idle with it, 30-70 s without
+(and ~10x more again on a loaded machine: a pp4 rank took 20 min at load 14).
 """
 import os
 import subprocess
@@ -65,7 +67,7 @@ KEEP = [("amp", "llama_pp2dp2", "s1", [0, 3]), ("clip", "llama_pp2dp2", "s3", [0
 MESHES["llama_pp4"] = ([[0], [1], [2], [3]], ["pp", "dp"])
 SCHED_BATCH = 8
 SCHED_CASES = ["llama_pp2dp2", "llama_pp2dp2mp2", "llama_pp4"]
-SCHED = [  # in the order generated (each (case, stage, rank) is one Paddle process of ~30-70 s)
+SCHED = [  # in the order generated (each (case, stage, rank) is one Paddle process, ~5-10 s at idle)
     ("FThenB", "llama_pp2dp2", 2, ["s0", "s1"]), ("FThenB", "llama_pp2dp2", 4, ["s0"]),
     ("1F1B", "llama_pp2dp2", 4, ["s0", "s1"]), ("1F1B", "llama_pp2dp2", 2, ["s1"]),
     ("VPP", "llama_pp2dp2", 4, ["s0", "s1"]), ("GM", "llama_pp2dp2", 2, ["s0"]), ("GM", "llama_pp2dp2", 4, ["s1"]),
@@ -80,13 +82,15 @@ SCHED = [  # in the order generated (each (case, stage, rank) is one Paddle proc
     ("1F1B", "llama_pp2dp2mp2", 2, ["s1"]), ("FThenB", "llama_pp2dp2mp2", 2, ["s0"]),
     ("FThenB", "llama_pp2dp2mp2", 4, ["s1"]),
     # (the rest of the matrix mesh x stage x accumulate steps x schedule, in this order, a
-    # configuration's ranks in order; those tests/oracle/test_sched_matrix.py's NOT_GENERATED lists
-    # were not stored yet)
+    # configuration's ranks in order; the third session stored the pp2 x dp2 ones, the fourth the rest)
     ("FThenB", "llama_pp2dp2", 4, ["s1"]), ("1F1B", "llama_pp2dp2", 2, ["s0"]), ("VPP", "llama_pp2dp2", 2, ["s0", "s1"]),
     ("GM", "llama_pp2dp2", 2, ["s1"]), ("GM", "llama_pp2dp2", 4, ["s0"]),
     ("FThenB", "llama_pp4", 4, ["s0", "s1"]), ("FThenB", "llama_pp4", 2, ["s0"]), ("GM", "llama_pp4", 4, ["s0", "s1"]),
     ("1F1B", "llama_pp2dp2mp2", 4, ["s1"]), ("VPP", "llama_pp2dp2mp2", 4, ["s0"]), ("FThenB", "llama_pp2dp2mp2", 4, ["s0"]),
     ("1F1B", "llama_pp2dp2mp2", 2, ["s0"]), ("GM", "llama_pp2dp2mp2", 4, ["s1"]), ("FThenB", "llama_pp2dp2mp2", 2, ["s1"]),
+    # (fourth session: the cells of the matrix not in the table before)
+    ("1F1B", "llama_pp4", 2, ["s1"]), ("VPP", "llama_pp4", 2, ["s0", "s1"]), ("GM", "llama_pp4", 2, ["s0", "s1"]),
+    ("VPP", "llama_pp2dp2mp2", 2, ["s0", "s1"]), ("GM", "llama_pp2dp2mp2", 2, ["s0", "s1"]),
 ]
 # what each schedule case writes (besides Paddle's error, where it refuses)
 SCHED_SNAPSHOTS = ["before_partition", "dist_final", "dense", "startup_after_remove", "startup_final"]
@@ -256,8 +260,8 @@ def run_worker(job):
     if sched is not None:
         config, name = sched_name(sched[0], case, sched[1])
     os.makedirs(os.path.join(outdir, config), exist_ok=True)
-    env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=world,
-               GLOG_minloglevel="2")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank),
+               PADDLE_TRAINERS_NUM=world, GLOG_minloglevel="2")
     err = os.path.join(outdir, config, f"{name}.{stage}.r{rank}.error.txt")
     for attempt in range(3):  # dy2static's temporary module files can clash between parallel processes
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", config, case, stage, str(rank),

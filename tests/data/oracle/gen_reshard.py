@@ -220,7 +220,7 @@ def run_worker(group, rank, outdir):
     (it segfaults on a few uneven cases), record the crash as that case's error.txt and
     continue with the next case in a new process (ring ids restart there)."""
     env = dict(os.environ)
-    env.update(PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
                GLOG_minloglevel="2")
     cases = GROUPS[group]()
     start = 0

@@ -197,7 +197,7 @@ def worker(case, stage, rank, outdir):
 
 def run_worker(case, stage, rank, outdir):
     env = dict(os.environ)
-    env.update(PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
                GLOG_minloglevel="2")
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", case, stage, str(rank),
                         outdir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -433,7 +433,7 @@ def main():
         return
     os.makedirs(OUT, exist_ok=True)
     for name in CASES:
-        env = dict(os.environ, PYTHONHASHSEED="0")
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
         if name in DIST_CASES:
             env.update(PADDLE_TRAINER_ID="0", PADDLE_TRAINERS_NUM="2")
         r = subprocess.run(
