@@ -40,12 +40,15 @@ def verify_values(prog: Program) -> None:
     seen: set[int] = set()
     sigs = OPTIMIZER_KEYS
     for op in prog.walk():
-        for values, kind in ((op.results, "result"), (op._operands, "operand")):
-            for v in values:
+        for v in op.results:
+            if id(v._type) not in seen:
+                _new_types(op, seen)
+                break
+        else:
+            for v in op._operands:
                 if v is not None and id(v._type) not in seen:
-                    i = values.index(v)
-                    seen.add(id(v._type))
-                    _check_type(op, f"{kind}({i})", v._type, seen)
+                    _new_types(op, seen)
+                    break
         d = op.attr("op_dist_attr")
         if d is not None and id(d) not in seen and isinstance(d, OperationDistAttr):
             seen.add(id(d))
@@ -59,6 +62,16 @@ def verify_values(prog: Program) -> None:
             sig = optimizer_sig(op)
             if sig is not None:
                 _check_optimizer(op, sig)
+
+
+def _new_types(op: Operation, seen: set[int]) -> None:
+    """Check the types of ``op``'s results, then operands, not seen before."""
+    for values, kind in ((op.results, "result"), (op._operands, "operand")):
+        for v in values:
+            if v is not None and id(v._type) not in seen:
+                i = values.index(v)
+                seen.add(id(v._type))
+                _check_type(op, f"{kind}({i})", v._type, seen)
 
 
 def _check_type(op: Operation, where: str, t, seen: set[int]) -> None:
@@ -121,11 +134,16 @@ def _short(t) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _verify_block(block: Block, visible: set[int], fits: set) -> None:
+def _verify_block(block: Block, visible: set[int], fits: set, long_uses: dict | None = None) -> None:
+    """``long_uses``: id(value) -> its uses as a set of (id(op), index), for the values of many
+    uses (a learning rate read by every optimizer update: a scan of its list per use would be
+    quadratic); the values live as long as the walk, so their ids stay theirs."""
     seen = set(visible)
     for a in block.args:
         seen.add(id(a))
     add = seen.add
+    if long_uses is None:
+        long_uses = {}
     for op in block.ops:
         if op.parent is not block:
             raise _fail(op, "op's parent link does not point at its block")
@@ -134,7 +152,15 @@ def _verify_block(block: Block, visible: set[int], fits: set) -> None:
                 continue
             if id(v) not in seen:
                 raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-            if not _has_use(v.uses, op, i):
+            uses = v.uses
+            if len(uses) > _LONG:
+                found = long_uses.get(id(v))
+                if found is None:
+                    found = long_uses[id(v)] = {(id(u), k) for u, k in uses}
+                ok = (id(op), i) in found
+            else:
+                ok = _has_use(uses, op, i)
+            if not ok:
                 raise _fail(op, f"operand {i} is missing from its value's use list")
         for r in op.results:
             for user, idx in r.uses:
@@ -142,10 +168,13 @@ def _verify_block(block: Block, visible: set[int], fits: set) -> None:
                     raise _fail(op, f"result {r.index} has a stale use in '{user.name}'")
         for region in op.regions:
             for b in region.blocks:
-                _verify_block(b, seen, fits)
+                _verify_block(b, seen, fits, long_uses)
         _verify_dist(op, fits)
         for r in op.results:
             add(id(r))
+
+
+_LONG = 16  # use lists longer than this are looked up in a set (_verify_block)
 
 
 def _has_use(uses: list, op: Operation, i: int) -> bool:

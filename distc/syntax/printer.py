@@ -253,9 +253,18 @@ class _Printer:
         # the rest (attributes, types) is often the same objects as an op printed before (a
         # replayed reshard, a layer like the last one): keyed by identity, valid while printing
         attrs = op.attrs
-        key = (op.sig, tuple(attrs), tuple(map(id, attrs.values())),
-               tuple([id(r._type) for r in op.results]),
-               tuple([id(v._type) if v is not None else 0 for v in op._operands]))
+        types = (tuple([id(r._type) for r in op.results]),
+                 tuple([id(v._type) if v is not None else 0 for v in op._operands]))
+        # first by the dict itself (ops replayed from one template share theirs: dicts are never
+        # changed in place), then by its keys and values
+        shared = (id(attrs), op.sig, types)
+        tail = self.tails.get(shared)
+        if tail is not None:
+            parts.append(tail)
+            if op.regions:
+                parts.append(" {")
+            return "".join(parts)
+        key = (op.sig, tuple(attrs), tuple(map(id, attrs.values())), types)
         tail = self.tails.get(key)
         if tail is None:
             # each attribute and type is printed once (by identity: they live as long as the
@@ -271,6 +280,7 @@ class _Printer:
             else:
                 tail = "".join((" {", body, "} -> ", outs))
             self.tails[key] = tail
+        self.tails[shared] = tail
         parts.append(tail)
         if op.regions:
             parts.append(" {")

@@ -148,7 +148,8 @@ class Replayer:
         made: list[Operation] = []
         for name, refs, types, attrs, sig in t.ops:
             operands = [None if r is None else x if r == _X else made[r[0]].results[r[1]] for r in refs]
-            made.append(at.insert(Operation(name, operands, types, dict(attrs), sig=sig)))
+            # (the template's dict itself: attribute dicts are never changed in place)
+            made.append(at.insert(Operation(name, operands, types, attrs, sig=sig)))
         ref = t.out
         out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
         if result is not None:
