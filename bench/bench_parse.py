@@ -7,7 +7,8 @@ output string but not the input text), and the growth of the process's peak RSS 
     .venv/bin/python bench/bench_parse.py [FILE.ir[.gz] ...]
 
 Without arguments it uses bench/data/*.ir.gz (real Paddle 3.3.1 dumps made by bench/gen_big.py)
-and writes bench/results/parse.json.
+and writes bench/results/parse.json; with files, bench/results/parse_NAME.json (NAME: the first
+file's name up to its first dot, e.g. parse_mlp680.json).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def measure(path: Path, repeat: int = 5) -> dict:
 
 def main() -> None:
     files = [Path(a) for a in sys.argv[1:]] or sorted((HERE / "data").glob("*.ir.gz"))
+    load_before = [round(x, 2) for x in os.getloadavg()]
     results = []
     for f in files:
         r = measure(f)
@@ -117,17 +119,18 @@ def main() -> None:
               f"(canonical printer {r['parse_canonical_print_MB_per_s']:.1f} MB/s)  "
               f"memory: parse+print allocate at peak {r['peak_python_alloc_MB']} MB = "
               f"{r['peak_python_alloc_x_input']}x input (RSS growth {r['peak_rss_growth_x_input']}x)")
-    if not sys.argv[1:]:
-        out = HERE / "results" / "parse.json"
-        out.parent.mkdir(exist_ok=True)
-        out.write_text(json.dumps({
-            "what": "distc parse + print of real Paddle dumps, best of 5 fresh processes (wall and CPU time)",
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "command": ".venv/bin/python bench/bench_parse.py",
-            "python": platform.python_version(), "nproc": os.cpu_count(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "results": results,
-        }, indent=2) + "\n")
+    # (given files: results/parse_NAME.json, NAME the first file's name up to its first dot)
+    out = HERE / "results" / ("parse.json" if not sys.argv[1:] else f"parse_{files[0].name.split('.')[0]}.json")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({
+        "what": "distc parse + print of real Paddle dumps, best of 5 fresh processes (wall and CPU time)",
+        "load_average_before": load_before,
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "command": " ".join([".venv/bin/python bench/bench_parse.py", *sys.argv[1:]]),
+        "python": platform.python_version(), "nproc": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "results": results,
+    }, indent=2) + "\n")
 
 
 if __name__ == "__main__":

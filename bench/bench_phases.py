@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +80,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("layers", nargs="*", type=int, default=[96, 256])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default=str(HERE / "results" / "phases.json"))
     args = ap.parse_args()
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    rows = []
     for n in args.layers:
         gz = HERE / "data" / f"mlp{n}.s0.r0.before_partition.ir.gz"
         with tempfile.TemporaryDirectory() as d:
@@ -90,7 +95,16 @@ def main() -> None:
                                    capture_output=True, text=True, check=True)
                 runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
         best = {k: min(r[k] for r in runs) for k in runs[0]}
-        print(f"mlp{n}: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()) + " s CPU")
+        print(f"mlp{n}: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()) + " s CPU", flush=True)
+        rows.append(dict(layers=n, best_cpu_s={k: round(v, 3) for k, v in best.items()},
+                         runs=[{k: round(v, 3) for k, v in r.items()} for r in runs]))
+    Path(args.out).write_text(json.dumps(dict(
+        what="one rank's distc shard (--rank 0, stage 1) in one process, CPU time (time.process_time) per step, "
+             "best of the repeats (each column its own best)",
+        command="PYTHONPATH= .venv/bin/python bench/bench_phases.py --repeat %d %s" % (
+            args.repeat, " ".join(map(str, args.layers))),
+        load_average_before=load_before, load_average_after=[round(x, 2) for x in os.getloadavg()],
+        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), results=rows), indent=2) + "\n")
 
 
 if __name__ == "__main__":

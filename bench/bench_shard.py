@@ -97,8 +97,10 @@ def paddle_time(py: str, layers: int, rank: int) -> tuple[float, float]:
     that runs them (time.thread_time: threads Paddle may start are not counted, in its favour)."""
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "w.json")
+        # (one OpenMP thread: on a loaded machine Paddle's threads wait on each other for minutes;
+        # its pass times barely move, 2.9-3.2 s of CPU on mlp96 either way at load 8-10)
         env = dict(os.environ, PYTHONHASHSEED="0", PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM="8",
-                   GLOG_minloglevel="2")
+                   GLOG_minloglevel="2", OMP_NUM_THREADS="1")
         subprocess.run([py, str(HERE / "gen_big.py"), "--worker", str(layers), "s1", "0", js], env=env,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t = json.load(open(js))["timings"]
