@@ -26,15 +26,11 @@ def params():
     return [pytest.param(c, case, r, id=f"{c}/{case}.r{r}") for c, case, r in L.cases(more=True)]
 
 
-# Where Paddle's program is right but not distc's text: Paddle's stage 3 shards the parameters
-# before it completes the forward program, and with a 1-D parameter mp already shards (the
-# column-parallel bias) its SPMD rules re-lay the forward activations (the bias add splits the
-# feature axis over dp); distc keeps the stage-1 forward and all-gathers each sharded parameter
-# before use.  Both programs are proven (test_stage3_forward_relaid_by_paddle).
-# And on the mesh [3,2,1,0] (llama_dp4r) Paddle gathers / reduce-scatters over the sorted group as
-# if the mesh were ordered: its stage-1 update is wrong (distc verify: DIVERGED), distc's default
-# reorders the pieces (test_unordered_mesh); ``reshard{paddle=true}`` gives Paddle's text.
-DIFFERS = {("mlp", "mlpb_dp2mp2_adamw", "s3"), ("clip", "llama_dp4r", "s0"), ("clip", "llama_dp4r", "s1")}
+# Where Paddle's program is right but not distc's text: on the mesh [3,2,1,0] (llama_dp4r) Paddle
+# gathers / reduce-scatters over the sorted group as if the mesh were ordered: its stage-1 update is
+# wrong (distc verify: DIVERGED), distc's default reorders the pieces (test_unordered_mesh);
+# ``reshard{paddle=true}`` gives Paddle's text.
+DIFFERS = {("clip", "llama_dp4r", "s0"), ("clip", "llama_dp4r", "s1")}
 
 
 @pytest.mark.parametrize("config,case,rank", params())
@@ -113,16 +109,24 @@ def _verify_paddle(tmp_path, config, case, stage):
     return CliRunner().invoke(main, ["verify", str(serial), "--ranks", str(tmp_path / "paddle.r{rank}.ir")])
 
 
-def test_stage3_forward_relaid_by_paddle(tmp_path):
-    """The pinned difference: Paddle's stage-3 programs (every rank) and distc's both equal the
-    serial step, and they differ."""
+def test_stage3_forward_relaid_as_paddle(tmp_path):
+    """ZeRO-3 on dp2 x mp2 with an mp-sharded column-parallel bias: the second weight is sharded
+    over dp as well ([Shard(1), Shard(0)]), and Paddle's matmul rule moves the product's dp split
+    from the batch onto the features (the larger free axis), the loss's inputs with it.  distc
+    infers the forward and backward again from the sharded parameters (``zero3_complete``): its
+    programs are Paddle's on every rank (test_more_parity), and both equal the serial step."""
     config, case = "mlp", "mlpb_dp2mp2_adamw"
     out = _verify_paddle(tmp_path, config, case, "s3")
     assert out.exit_code == 0 and "EQUAL" in out.output, out.output
     out = _shard_verify(tmp_path, config, case, 3)
-    assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output
-    got = (tmp_path / f"{case}.s3.r0.ir").read_text()
-    assert canon(got) != canon(L.get(config, case, "s3", 0, "after_reshard"))
+    assert out.exit_code == 0 and "verify: EQUAL" in out.output and "verify startup: EQUAL" in out.output, out.output
+    for r in range(4):
+        got = (tmp_path / f"{case}.s3.r{r}.ir").read_text()
+        assert canon(got) == canon(L.get(config, case, "s3", r, "after_reshard")), r
+    out = CliRunner().invoke(main, ["shard", str(L.write(tmp_path, config, case, "s0", 0, "before_partition")),
+                                    "--stage", "3", "--axis", "dp", "--mesh-dims", "dp,mp", "--explain",
+                                    "-o", str(tmp_path / "e.ir")])
+    assert out.exit_code == 0 and "inferred again from the sharded parameters" in out.output, out.output
 
 
 def test_unordered_mesh(tmp_path):

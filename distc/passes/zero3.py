@@ -25,6 +25,7 @@ from ..ir.dist import TensorDistAttr, placements_name
 from ..ir.types import DistTensorType
 from .base import PassContext
 from .paddle_api import set_result_dist
+from .zero3_complete import recomplete
 from .zero_clip import reshard_grads_before_clip
 
 
@@ -36,6 +37,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
                      ctx: PassContext, dim_name: str, grads: bool = True) -> None:
     """Retype each parameter (and, unless AMP already resharded them, its gradient)."""
     changed = []
+    seeds = []  # the parameters whose type changed: the ops reading them are inferred again
     retyped = []  # the targets whose parameter takes another layout (their gradients follow)
     for op, _gi, want in targets:
         p = op.operand(0)
@@ -56,6 +58,7 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
                              f"gradient stays partial until the update reads it)")
             continue
         retyped.append((op, _gi, want))
+        seeds.append(p)
         if other:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} is {_pl(before)}: another mesh dim already "
                              f"shards tensor axis {other[0].dim}; distc shards axis "
@@ -66,6 +69,11 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         else:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)} -> {_pl(want)} "
                              f"(all-gathered before each use, gradient reduce-scattered)")
+    relaid = recomplete(prog, seeds, mk)
+    if any(op.name == "pd_op.matmul" for op in relaid):
+        ctx.notes.append(f"shard-optimizer: stage 3: {len(relaid)} op(s) inferred again from the sharded "
+                         f"parameters (Paddle's SPMD rules: a matmul keeps the larger free axis on a mesh "
+                         f"dim both want), the activations after them laid out otherwise")
     if grads:  # a kept parameter's gradient keeps its partial type: all-reduced before the update
         reshard_grads_before_clip(prog, retyped, mk, retype=True)
     ctx.stats.zero3_params = changed
