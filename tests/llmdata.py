@@ -24,7 +24,9 @@ MORE_MESH_DIMS = {"llama_dp2": ("dp",), "llama_dp1mp2": ("dp", "mp"), "llama_dp4
                   "llama_dp2mp2x2": ("dp", "mp", "x"), "llama_dp4o": ("dp",), "llama_dp4r": ("dp",),
                   "mlp_dp2_adamw": ("dp",), "mlp_dp4_adamw": ("dp",), "mlp_dp2_sgd": ("dp",),
                   "mlp_dp2mp2_adamw": ("dp", "mp"), "mlp15_dp4_adamw": ("dp",), "mlp_dp8_adamw": ("dp",),
-                  "mlpb_dp2mp2_adamw": ("dp", "mp")}
+                  "mlpb_dp2mp2_adamw": ("dp", "mp"), "mlpb4l_dp2mp2_adamw": ("dp", "mp"),
+                  "mlpb_dp4mp2_adamw": ("dp", "mp"), "mlpb_mp2dp2_adamw": ("mp", "dp"),
+                  "mlpbn_dp2mp2_adamw": ("dp", "mp")}
 AMP_CONFIGS = ("amp", "ampnorm", "ampo1", "ampsgd", "ampams", "ampnoclip")  # built with strategy.amp: distc shard --amp
 MESH_DIMS.update(MORE_MESH_DIMS)
 _NAME = re.compile(r"(\w+)/(\w+)\.(s\d)\.r(\d+)\.(\w+)\.(ir|txt)$")

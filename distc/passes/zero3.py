@@ -64,8 +64,9 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
                              f"shards tensor axis {other[0].dim}; distc shards axis "
                              f"{[p_.dim for p_ in want.placements if p_.is_shard() and p_ not in other][0]} "
                              f"over {dim_name} -> {_pl(want)} (the layout of its ZeRO states, so the update "
-                             f"stays local; Paddle 3.3.1 refuses: 'Tensor Axis is Sharded by two different "
-                             f"mesh dimension')")
+                             f"stays local, as Paddle's ShardingStage3; Paddle 3.3.1 then fails where an "
+                             f"op's rule meets one tensor axis split over two mesh dims: 'Tensor Axis is "
+                             f"Sharded by two different mesh dimension')")
         else:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)} -> {_pl(want)} "
                              f"(all-gathered before each use, gradient reduce-scattered)")

@@ -60,6 +60,22 @@ def _axes(op: Operation, i: int):
         return None
 
 
+# ops whose rule takes an operand as it comes, partial included (the loss's readers)
+AS_READ = {"builtin.shadow_output", "pd_op.full_like"}  # full_like's result: x's split, not partial
+
+
+def _as_read(op: Operation, od: OperationDistAttr, mk: Maker) -> OperationDistAttr | None:
+    t = op.operand(0).type if op.num_operands and op.operand(0) is not None else None
+    if not isinstance(t, DistTensorType) or not od.operands or not isinstance(od.operands[0], TensorDistAttr):
+        return None
+    results = list(od.results)
+    if op.name == "pd_op.full_like":
+        if len(results) != 1 or not isinstance(results[0], TensorDistAttr):
+            return None
+        results[0] = mk.restyle(TensorDistAttr(results[0].mesh, t.dist.dims_mapping))
+    return od.with_(operands=(mk.restyle(t.dist),) + tuple(od.operands[1:]), results=tuple(results))
+
+
 def infer(op: Operation, mesh_shape) -> tuple[dict[int, tuple], list, list] | None:
     """(operand index -> dims mapping, result dims mappings, result partial pairs) by the op's
     rule on its operands' types, or None (no modelled rule, or Paddle's raises)."""
@@ -137,6 +153,16 @@ def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> list[Operation]:
             continue
         od = op.dist_attr
         if not isinstance(od, OperationDistAttr) or len(od.results) != op.num_results:
+            continue
+        if op.name in AS_READ:
+            new = _as_read(op, od, mk)
+            if new is not None and new != od:
+                op.dist_attr = new
+                touched.append(op)
+                for v, e in zip(op.results, new.results):
+                    if isinstance(v.type, DistTensorType) and isinstance(e, TensorDistAttr) and v.type.dist != e:
+                        v.type = v.type.with_dist(e)
+                        changed.add(id(v))
             continue
         got = infer(op, od.mesh.shape)
         if got is None:

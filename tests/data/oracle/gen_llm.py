@@ -137,6 +137,8 @@ KEEP = [
     ("mlp", "mlp15_dp4_adamw", "s3", [0, 1, 3]), ("mlp", "mlp_dp8_adamw", "s1", [7]),
     ("mlp", "mlp_dp8_adamw", "s3", [0, 7]),
     ("mlp", "mlpb_dp2mp2_adamw", "s1", [0, 3]), ("mlp", "mlpb_dp2mp2_adamw", "s3", [0, 1, 2, 3]),
+    ("mlp", "mlpb4l_dp2mp2_adamw", "s3", [0, 1, 2, 3]), ("mlp", "mlpb_dp4mp2_adamw", "s3", [0, 3, 4, 7]),
+    ("mlp", "mlpb_mp2dp2_adamw", "s3", [0, 1, 2, 3]), ("mlp", "mlpbn_dp2mp2_adamw", "s3", [0, 1, 2, 3]),
 ]
 KEEP_SNAPSHOTS = SNAPSHOTS + ["error"]
 

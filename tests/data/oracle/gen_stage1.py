@@ -91,6 +91,18 @@ MORE_CASES = {
     "mlpb_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], mp="mp", ranks=(0, 1, 2, 3),
                            stages=("s0", "s1", "s3"), bias_mp=True),
     "mlp_dp8_adamw": C([0, 1, 2, 3, 4, 5, 6, 7], ["dp"], ranks=(0, 7), stages=("s0", "s1", "s3"), batch=8),
+    # ZeRO-3 with the sharded bias elsewhere (issue 16, the matmul rule that keeps the larger free
+    # axis on dp): 4 Linear layers (the feature split carried through two more layers); dp4 x mp2;
+    # the mp-first mesh (dp is mesh dim 1); and a 4-wide head under a batch of 8, where the rule
+    # keeps the batch split (the stage-1 forward)
+    "mlpb4l_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], widths=(16, 32, 32, 32, 16), mp="mp",
+                             ranks=(0, 1, 2, 3), stages=("s0", "s3"), bias_mp=True),
+    "mlpb_dp4mp2_adamw": C([[0, 1], [2, 3], [4, 5], [6, 7]], ["dp", "mp"], mp="mp", ranks=(0, 3, 4, 7),
+                           stages=("s0", "s3"), bias_mp=True, batch=8),
+    "mlpb_mp2dp2_adamw": C([[0, 1], [2, 3]], ["mp", "dp"], mp="mp", ranks=(0, 1, 2, 3), stages=("s0", "s3"),
+                           bias_mp=True),
+    "mlpbn_dp2mp2_adamw": C([[0, 1], [2, 3]], ["dp", "mp"], widths=(16, 32, 4), mp="mp", ranks=(0, 1, 2, 3),
+                            stages=("s0", "s3"), bias_mp=True, batch=8),
 }
 
 CASES = dict(CORPUS_CASES, **NEW_CASES)
