@@ -26,7 +26,7 @@ KINDS = (("archive", (".tar.xz",)),  # members *.ir (and *.txt: Paddle's message
          ("gz", (".ir.gz",)),  # one gzipped dump
          ("xz", (".ir.xz",)),  # one xz dump
          ("dump", (".ir", ".log")),  # a dump as it is
-         ("other", (".txt", ".md", ".py", ".tsv", ".json", ".json.gz", ".png", "SHA256SUMS", ".checks")))
+         ("other", (".txt", ".md", ".py", ".tsv", ".json", ".json.gz", ".json.xz", ".png", "SHA256SUMS", ".checks")))
 
 
 def kind(p: pathlib.Path) -> str:

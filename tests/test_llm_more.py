@@ -8,6 +8,8 @@ Where Paddle fails, distc's program is proven by the simulator (``distc shard --
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -148,3 +150,31 @@ def test_unordered_mesh(tmp_path):
     assert out.exit_code == 1 and "DIVERGED" in out.output, out.output
     out = _shard_verify(tmp_path, config, case, 1)
     assert out.exit_code == 0 and "verify: EQUAL" in out.output, out.output
+
+
+@pytest.mark.parametrize("case,relaid", [("mlpb_dp2mp2_adamw", True), ("mlpb4l_dp2mp2_adamw", True),
+                                         ("mlpb_dp4mp2_adamw", True), ("mlpb_mp2dp2_adamw", True),
+                                         ("mlpbn_dp2mp2_adamw", False)])
+def test_stage3_matmul_rule_cases(case, relaid):
+    """The sharded-bias MLPs at stage 3 (gen_stage1.py --more, every stored rank equal to Paddle in
+    test_more_parity): the loss is split over the features where the second weight's columns
+    outnumber the batch (2 and 4 layers, dp4 x mp2, the mp-first mesh), over the batch where they
+    do not (a 4-wide head under a batch of 8); distc says when it laid the forward out again."""
+    dp = L.MESH_DIMS[case].index("dp")
+    sub = next(x for x in L.get("mlp", case, "s3", 0, "before_partition").splitlines() if '"pd_op.subtract"' in x)
+    dm = [int(m) for m in re.search(r"dims_mappings:\[([-\d,]*)\]", sub.split("result(0):", 1)[1]).group(1).split(",")]
+    assert dm.index(dp) == (1 if relaid else 0), dm  # the features, or the batch, split over dp
+    notes = run_stage("mlp", case, 0, "s3")["notes"]
+    assert ("inferred again from the sharded parameters" in notes) == relaid, notes
+
+
+def test_stage3_where_paddle_fails_keeps_stage1_forward():
+    """The plain MLP on dp2 x mp2: once the first bias is sharded over dp its add meets the feature
+    axis split over dp and mp, and Paddle 3.3.1 fails (every rank); distc changes no op's layout and
+    says why (the program is proven: test_more_paddle_refuses_distc_proves' siblings)."""
+    assert "two different mesh dimension" in L.error("mlp", "mlp_dp2mp2_adamw", "s3", 0)
+    prog, ctx = parse(L.get("mlp", "mlp_dp2mp2_adamw", "s0", 0, "before_partition"), "m.ir"), PassContext()
+    PassManager([ShardOptimizerPass(stage=3, axis="dp", mesh_dims=("dp", "mp"))]).run(prog, ctx)
+    notes = "\n".join(ctx.notes)
+    assert "Paddle 3.3.1 fails to build this program ('pd_op.add': Tensor Axis[1]" in notes, notes
+    assert "inferred again" not in notes

@@ -17,6 +17,11 @@ modelled here: the caller then keeps the op as it is.  Checked against Paddle's 
 from __future__ import annotations
 
 Dm = tuple[int, ...]
+
+
+class Conflict(Exception):
+    """Paddle's rule raises for these layouts (``Tensor Axis[..] is Sharded by two different mesh
+    dimension``): Paddle fails to build the program."""
 Rule = tuple[list[Dm], list[Dm], list[tuple[int, ...]]]
 
 
@@ -105,7 +110,7 @@ def matmul(xs, xd: Dm, ys, yd: Dm, trans_x: bool = False, trans_y: bool = False,
 def elementwise(shapes, dms, mesh_shape=()) -> Rule | None:
     """Elementwise ops, broadcast from the right.  Unary: an axis stays sharded where its size
     divides by the pieces.  Binary (Paddle 3.3.1's older merge): an axis takes the mesh dim either
-    input shards it by (two different ones: Paddle raises), no divisibility check; a mesh dim two
+    input shards it by (two different ones: Paddle raises, :class:`Conflict`), no divisibility check; a mesh dim two
     axes claim stays on the first of them (x's axes, then y's); a size-1 axis is not sharded."""
     n = max(len(s) for s in shapes)
     if any(len(s) != len(d) for s, d in zip(shapes, dms)):
@@ -127,7 +132,7 @@ def elementwise(shapes, dms, mesh_shape=()) -> Rule | None:
                 continue
             a = axis[j + off]
             if a != -1 and a != m:
-                return None
+                raise Conflict(f"Tensor Axis[{j + off}] is Sharded by two different mesh dimension [{m}] and [{a}]")
             axis[j + off] = m
             if j + off not in order:
                 order.append(j + off)

@@ -70,7 +70,11 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         else:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)} -> {_pl(want)} "
                              f"(all-gathered before each use, gradient reduce-scattered)")
-    relaid = recomplete(prog, seeds, mk)
+    relaid, why = recomplete(prog, seeds, mk)
+    if why:
+        ctx.notes.append(f"shard-optimizer: stage 3: Paddle 3.3.1 fails to build this program ({why}, "
+                         f"once the parameters are sharded); distc keeps the stage-1 forward and gathers "
+                         f"each sharded parameter before use")
     if any(op.name == "pd_op.matmul" for op in relaid):
         ctx.notes.append(f"shard-optimizer: stage 3: {len(relaid)} op(s) inferred again from the sharded "
                          f"parameters (Paddle's SPMD rules: a matmul keeps the larger free axis on a mesh "

@@ -143,9 +143,20 @@ def _grad_type(op: Operation, i: int, attr: TensorDistAttr, mk: Maker) -> Tensor
     return mk.restyle(t.dist.with_(partial=())) if t.dist.partial else t.dist  # type: ignore[return-value]
 
 
-def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> list[Operation]:
+def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> tuple[list[Operation], str | None]:
     """Re-infer every op downstream of ``seeds`` (values whose type changed) that has a modelled
-    rule; returns the ops whose ``op_dist_attr`` changed."""
+    rule; returns the ops whose ``op_dist_attr`` changed.  Where an op's rule raises in Paddle
+    (Paddle 3.3.1 fails to build the stage-3 program) nothing is changed: ``([], why)``."""
+    undo: list[tuple[object, str, object]] = []
+    try:
+        return _recomplete(prog, seeds, mk, undo), None
+    except R.Conflict as e:
+        for obj, field, old in reversed(undo):
+            setattr(obj, field, old)
+        return [], str(e)
+
+
+def _recomplete(prog: Program, seeds: list[Value], mk: Maker, undo: list) -> list[Operation]:
     changed = {id(v) for v in seeds}
     touched = []
     for op in prog.block.ops:
@@ -157,14 +168,19 @@ def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> list[Operation]:
         if op.name in AS_READ:
             new = _as_read(op, od, mk)
             if new is not None and new != od:
+                undo.append((op, "dist_attr", od))
                 op.dist_attr = new
                 touched.append(op)
                 for v, e in zip(op.results, new.results):
                     if isinstance(v.type, DistTensorType) and isinstance(e, TensorDistAttr) and v.type.dist != e:
+                        undo.append((v, "type", v.type))
                         v.type = v.type.with_dist(e)
                         changed.add(id(v))
             continue
-        got = infer(op, od.mesh.shape)
+        try:
+            got = infer(op, od.mesh.shape)
+        except R.Conflict as e:
+            raise R.Conflict(f"'{op.name}': {e}") from None
         if got is None:
             continue
         req, outs, partial = got
@@ -183,12 +199,14 @@ def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> list[Operation]:
             else:
                 new = od.with_(operands=tuple(operands), results=tuple(results))
                 if new != od:
+                    undo.append((op, "dist_attr", od))
                     op.dist_attr = new
                     touched.append(op)
                 for i, (v, e) in enumerate(zip(op.results, results)):
                     t = v.type
                     want = _grad_type(op, i, e, mk)
                     if isinstance(t, DistTensorType) and t.dist != want:
+                        undo.append((v, "type", t))
                         v.type = t.with_dist(want)
                         changed.add(id(v))
     return touched
