@@ -7,7 +7,11 @@ word.  :func:`zero_found` names what is there, with the op that shows it:
 * **fused ZeRO-1** (``strategy.sharding.enable_tensor_fusion``): parameters ``slice@NAME`` (each
   rank's piece of a fused buffer), ``coalesce_tensor_`` / ``view_slice`` buffers, ``share_var``;
 * **ZeRO-3**: a parameter that is ``Shard`` on a mesh dim where an op using it (not the optimizer)
-  wants it ``Replicate`` (it is gathered before use: Paddle's ``ShardingStage3``);
+  wants it ``Replicate`` (it is gathered before use: Paddle's ``ShardingStage3``); or, given the
+  mesh dim ZeRO shards over (``axis``), every parameter ``Shard`` there that has a tensor dim left
+  to shard (Paddle's ``ShardingStage3`` shards each one so; a stage-0 program has them
+  ``Replicate`` there, as Paddle requires).  Where Paddle's rules re-lay every op reading a
+  parameter (the mp-first mesh) nothing is gathered and only this sign is left;
 * **lowered**: an optimizer op that updates a slice / gather of its parameter (a program after
   partition and reshard);
 * **ZeRO-1/2**: an optimizer state (or master weight) that is ``Shard`` on a mesh dim where its
@@ -149,8 +153,38 @@ def _param_dim(op: Operation, sig) -> tuple[Value | None, int]:
     return None, -1
 
 
-def zero_found(prog: Program) -> ZeroFound | None:
-    """The ZeRO sharding ``prog`` already carries (the first sign found), or None."""
+def _sharded_over(prog: Program, axis: int) -> ZeroFound | None:
+    """ZeRO-3 by its parameters: each updated parameter with a tensor dim not yet sharded is
+    ``Shard`` on mesh dim ``axis`` (Paddle's ``get_placement_with_sharding``), at least two are
+    (one parameter sharded there is as likely a tensor-parallel one and a wrong ``axis``: the
+    pass's own error says that)."""
+    first: Value | None = None
+    count = 0
+    for op in prog.walk():
+        sig = optimizer_sig(op)
+        if sig is None:
+            continue
+        p, _ = _param_dim(op, sig)
+        pd, rank = _dist(p), getattr(getattr(p, "type", None), "rank", 0)
+        if p is None or pd is None or axis >= len(pd.placements):
+            continue
+        if pd.placements[axis].is_shard():
+            first, count = p if first is None else first, count + 1
+        elif set(range(rank)) - {q.dim for q in pd.placements if q.is_shard()}:
+            return None  # a parameter ZeRO-3 would still shard: not sharded yet
+    if first is None or count < 2:
+        return None
+    pd = _dist(first)
+    assert pd is not None
+    return ZeroFound(STAGE3, f"all {count} parameters that can be are Shard on mesh dim {axis}, the mesh dim ZeRO "
+                             f"shards over: parameter '{_name(first)}' is {pd.placements[axis]} there (Paddle's "
+                             f"ShardingStage3 program; ZeRO needs a stage-0 program's parameters Replicate there)",
+                     first.owner)
+
+
+def zero_found(prog: Program, axis: int | None = None) -> ZeroFound | None:
+    """The ZeRO sharding ``prog`` already carries (the first sign found), or None.  ``axis``: the
+    mesh dim ZeRO would shard over, if known (one more ZeRO-3 sign: :func:`_sharded_over`)."""
     found = _fused(prog)
     if found is not None:
         return found
@@ -190,7 +224,7 @@ def zero_found(prog: Program) -> ZeroFound | None:
             if d is not None:
                 stage1 = ZeroFound(STAGE1, f"'{op.name}' updates parameter '{_name(p)}' as {want.placements[d]} "
                                            f"on mesh dim {d} where the parameter is {pd.placements[d]}", op)
-    return stage1 or _lowered(prog)
+    return stage1 or _lowered(prog) or (_sharded_over(prog, axis) if axis is not None else None)
 
 
 def _lowered(prog: Program) -> ZeroFound | None:

@@ -361,6 +361,20 @@ class ShardOptimizerPass(ModulePass):
         op.set_operand(i, api.reshard(v, attr))
 
 
+def sharding_axis(prog: Program, axis: str | int | None, mesh_dims: tuple[str, ...] = ()) -> int | None:
+    """The mesh dim ``shard-optimizer`` shards ``prog`` over: ``axis`` (an index or a name of
+    ``mesh_dims``), else Paddle's rule; None where there is no distributed update or ``axis`` is
+    not a mesh dim (the pass says so)."""
+    params = [(op, pd) for op in prog.walk() if optimizer_sig(op) is not None and (pd := dist_of(op.operand(0)))]
+    if not params:
+        return None
+    try:
+        k = resolve_axis(None if axis is None else str(axis), tuple(mesh_dims), max(pd.mesh.ndim for _, pd in params))
+    except DiagnosticError:
+        return None
+    return _paddle_axis(params) if k is None else k
+
+
 def _paddle_axis(params: list[tuple[Operation, TensorDistAttr]]) -> int:
     """``_set_and_check_sharding_prop_from_param``: 0, unless a parameter is not Replicate there;
     then the last Replicate mesh dim of that parameter (and so on, over all parameters)."""

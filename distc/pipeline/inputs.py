@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..dialects import ops
 from ..dialects.optimizers import BETA_POW, MASTER, STATE, looks_like_optimizer, optimizer_sig
 from ..ir.core import Program
+from ..passes.shard_optimizer import sharding_axis
 from ..passes.shard_startup import SINKS
 from ..passes.sharding_util import dist_of, fail
 from ..syntax.diagnostics import DiagnosticError
@@ -64,8 +65,10 @@ def state_names(prog: Program, rank: int | None = None) -> list[str]:
     return out
 
 
-def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = None) -> None:
-    check_not_sharded(prog, path, stage, warn, asked)
+def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = None,
+               axis: str | int | None = None, mesh_dims: tuple[str, ...] = ()) -> None:
+    """``axis``, ``mesh_dims``: as the shard options give them (the mesh dim ZeRO shards over)."""
+    check_not_sharded(prog, path, stage, warn, asked, sharding_axis(prog, axis, mesh_dims))
     if not any(r.dist_attr is not None for op in prog.walk() for r in op.results):
         dense = ("MAIN has no dist types: it is a dense program (a rank's program after dist-to-dense, or not "
                  "auto-parallel); MAIN is the dist-typed program Paddle dumps just before apply_partition_pass")
@@ -84,12 +87,14 @@ def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = N
     warn(f"{path}: warning: {msg}")
 
 
-def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | None = None) -> None:
+def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | None = None,
+                      axis: int | None = None) -> None:
     """A MAIN that already carries ZeRO: an error at stages 1-3 (``asked``: the option that asks
-    for sharding, default ``--stage N``), a warning at stage 0."""
+    for sharding, default ``--stage N``), a warning at stage 0.  ``axis``: the mesh dim ZeRO
+    shards over (a ZeRO-3 program has every parameter it can shard Shard there)."""
     from ..analysis.zero_found import FUSED, LOWERED, STAGE1, zero_found
 
-    found = zero_found(prog)
+    found = zero_found(prog, axis)
     if found is None:
         return
     asked = asked or f"--stage {stage}"

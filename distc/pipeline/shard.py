@@ -170,9 +170,9 @@ class ShardPipeline:
     def check_main(self) -> None:
         """The main program is dist-typed and holds an optimizer update (else an error, or at
         stage 0 a warning); it is no startup program."""
-        prog = self.program
-        check_main(prog, prog.filename or "<input>", self.options.stage, self.ctx.warn,
-                   asked="--tensor-fusion" if self.options.tensor_fusion else None)
+        prog, o = self.program, self.options
+        check_main(prog, prog.filename or "<input>", o.stage, self.ctx.warn, asked="--tensor-fusion"
+                   if o.tensor_fusion else None, axis=o.axis, mesh_dims=o.mesh_dims)
 
     def check_startups(self, ranks: Iterable[int]) -> None:
         """Each rank's startup program initialises the optimizer states the rank reads (none:
