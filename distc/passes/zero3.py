@@ -25,7 +25,6 @@ from ..ir.dist import TensorDistAttr, placements_name
 from ..ir.types import DistTensorType
 from .base import PassContext
 from .paddle_api import set_result_dist
-from .zero3_complete import recomplete
 from .zero_clip import reshard_grads_before_clip
 
 
@@ -70,6 +69,8 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         else:
             ctx.notes.append(f"shard-optimizer: stage 3: {pname} {_pl(before)} -> {_pl(want)} "
                              f"(all-gathered before each use, gradient reduce-scattered)")
+    from .zero3_complete import recomplete  # stage 3 only: a stage-1 run does not import the SPMD rules
+
     relaid, why = recomplete(prog, seeds, mk)
     if why:
         ctx.notes.append(f"shard-optimizer: stage 3: Paddle 3.3.1 fails to build this program ({why}, "
