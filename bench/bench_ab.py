@@ -36,6 +36,7 @@ ROOT = HERE.parent
 PARSE = r"""
 import sys, time
 import distc
+from distc import parse, print_program  # noqa: F401 (``import distc`` alone loads them at first use)
 text = open(sys.argv[1], encoding="utf-8").read()
 t0, c0 = time.perf_counter(), time.process_time()
 out = str(distc.parse(text, sys.argv[1]))

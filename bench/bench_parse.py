@@ -30,6 +30,7 @@ CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 import distc
+from distc import parse, print_program  # noqa: F401 (``import distc`` alone loads them at first use)
 t_import = time.perf_counter() - t0
 text = open(sys.argv[1], encoding="utf-8").read()
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

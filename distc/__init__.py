@@ -28,9 +28,15 @@ __all__ = [*_WHERE, "__version__"]
 
 
 def __getattr__(name: str):
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'distc' has no attribute {name!r}")
     from importlib import import_module
 
-    return getattr(import_module(f"{__name__}.{where}"), name)
+    where = _WHERE.get(name)
+    if where is not None:
+        return getattr(import_module(f"{__name__}.{where}"), name)
+    if not name.startswith("_"):  # a subpackage (``distc.ir.ProcessMesh`` after ``import distc``)
+        try:
+            return import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module 'distc' has no attribute {name!r}")

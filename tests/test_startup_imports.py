@@ -93,6 +93,20 @@ def test_shard_imports_only_what_it_runs(tmp_path, many):
         assert others <= OTHERS, f"a plain `distc shard` imports other distributions: {sorted(others - OTHERS)}"
 
 
+def test_import_distc_imports_nothing_yet():
+    """`import distc` loads no module of its own (the command sets up its process first, see distc.cli);
+    the library's names and subpackages load when first used."""
+    code = ("import sys, distc; before = sorted(m for m in sys.modules if m.startswith('distc.')); "
+            "p = distc.parse('{\\n}\\n'); print(before, type(p).__name__, distc.ir.ProcessMesh.__name__, "
+            "distc.print_program(p) == '{\\n}\\n', distc.ShardOptions.__name__)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["[]", "Program", "ProcessMesh", "True", "ShardOptions"], r.stderr
+    import distc
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        distc.nope  # noqa: B018
+
+
 def test_help_imports_no_command(tmp_path):
     """`distc --help` lists the commands from their summary lines, importing none of them."""
     mods = run_modules(["--help"], tmp_path)
