@@ -128,14 +128,17 @@ def test_mixtral_sparse_moe_verifies_and_a_routing_slip_is_caught(tmp_path):
     """A user's Mixtral-style sparse MoE (top-2 of 4 experts: topk, nonzero, gather, index_add;
     tests/data/oracle/mixtral, made by ``distc capture`` of the user's script): Paddle's four rank
     programs of dp2 x mp2 at ZeRO-1 verify EQUAL; rank 1's first topk taking the smallest
-    probabilities routes other tokens, which its mp partner then all-reduces with another count."""
+    probabilities routes other tokens, which its mp partner then all-reduces with another count:
+    reported at the topk (the op that first differs from the serial program), the all_reduce that
+    cannot run after it named in the message."""
     serial, ranks = model_set("mixtral", "mixtral_dp2mp2_adamw", "s1")
     r = verify(tmp_path, serial, ranks)
     assert r.exit_code == 0 and "main: EQUAL" in r.output, r.output
     ranks[1], line = mutate(ranks[1], "pd_op.topk", "largest:true", "largest:false")
     r = verify(tmp_path / "m", serial, ranks) if (tmp_path / "m").mkdir() is None else None
     assert r.exit_code == 1 and "DIVERGED on rank 1" in r.output, r.output
-    assert located(r.output, 1)[0] > line, r.output
+    assert located(r.output, 1) == (line, "pd_op.topk"), r.output
+    assert "(then pd_op.all_reduce line " in r.output and "with different local shapes" in r.output, r.output
 
 
 GPT2_MUTATIONS = {

@@ -85,6 +85,27 @@ def _trace(serial: Program, sv: RankValues, programs: Mapping[int, Program], rv:
     return None if best is None else best[2]
 
 
+def _earlier(report: StepReport, e: SimulationError, serial: Program, sv: RankValues,
+             programs: Mapping[int, Program], rtol: float, atol: float) -> None:
+    """A rank failed (ranks disagree at a collective, a kernel cannot compute): if a forward or
+    optimizer value computed before the failure is already not its piece of the serial one, that
+    op is where the programs first differ -- reported there, the failure after it in the message
+    (a wrong top-k routes other tokens, and only a later all_reduce sees different shapes)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # values of a failed run: inf - inf, overflow
+        first = _trace(serial, sv, programs, e.partial or {}, rtol, atol)
+    if first is None or first.op is None:
+        return
+    d = report.divergence
+    if d is not None and d.op is first.op:
+        return
+    then = ""
+    if e.op is not None:
+        at = f" line {e.op.loc[0]}" if e.op.loc else ""
+        then = f" (then {e.op.name}{at}{f' on rank {e.rank}' if e.rank is not None else ''} fails: {e.message})"
+    first.message += then
+    report.divergence = first
+
+
 def _vname(v: Value) -> str:
     return f"%{v.name}" if v.name is not None else f"result {v.index}"
 
@@ -122,7 +143,10 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
     try:
         rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
     except SimulationError as e:
-        return failed(e, {r: p.filename for r, p in programs.items()}, False)
+        report = failed(e, {r: p.filename for r, p in programs.items()}, False)
+        if e.partial and not isinstance(e, NoKernel):
+            _earlier(report, e, serial, sv, programs, rtol, atol)
+        return report
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
     sstate = step_state(serial)
     rstate = {r: step_state(p) for r, p in programs.items()}

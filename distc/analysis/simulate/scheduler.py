@@ -141,6 +141,15 @@ class Simulator:
     def run(self) -> dict[int, RankValues]:
         runners = {r: self.make_runner(r, p) for r, p in sorted(self.programs.items())}
         self.runners = runners
+        try:
+            return self._run(runners)
+        except SimulationError as e:
+            # what every rank computed before the failure: a proof can look for the op that first
+            # went wrong (a collective that fails may only be where a wrong value surfaces)
+            e.partial = {r: rr.env for r, rr in runners.items()}
+            raise
+
+    def _run(self, runners: dict[int, RankRunner]) -> dict[int, RankValues]:
         gens = {r: rr.run() for r, rr in runners.items()}
         waiting: dict[int, Any] = {}
         done: set[int] = set()

@@ -26,6 +26,7 @@ class SimulationError(Exception):
         self.rank = rank
         self.op = op
         self.message = message
+        self.partial: dict | None = None  # rank -> RankValues computed before the failure (the scheduler's)
 
 
 class NoKernel(SimulationError):
