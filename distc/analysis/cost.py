@@ -12,7 +12,7 @@ Paddle) by scanning its ops (``distc diff``), and :func:`totals` totals either.
 from __future__ import annotations
 
 from ..dialects.collectives import (  # noqa: F401 (bytes_moved, Collective: re-exported)
-    BROADCAST, COLLECTIVE_OPS, RECV, SEND, Collective, bytes_moved,
+    ALL_GATHER, BROADCAST, COLLECTIVE_OPS, RECV, REDUCE_SCATTER, SEND, Collective, bytes_moved,
 )
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -20,8 +20,11 @@ from ..syntax.diagnostics import DiagnosticError
 
 def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> list[Collective]:
     """The collectives of a program, found by op name (both eras).  Group ranks come from
-    ``rings`` (ring id -> ranks) when given, else from the op's mesh (for send/recv: the pair)."""
+    ``rings`` (ring id -> ranks) when given, else from the op's mesh (for send/recv: the pair).
+    An op without a mesh (a dense program) gets its group's size from its ``nranks``, else from
+    another op of its ring (:func:`ring_sizes`); neither: a record of unknown size (``sized``)."""
     out = []
+    sizes = None
     for op in prog.walk():
         kind = COLLECTIVE_OPS.get(op.name)
         if kind is None:
@@ -34,6 +37,11 @@ def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> 
             ranks = tuple(sorted(op.dist_attr.mesh.process_ids))
             if kind in (SEND, RECV):
                 ranks = ()
+        size = None
+        if not ranks and kind not in (SEND, RECV):
+            if sizes is None:
+                sizes = ring_sizes(prog)
+            size = _nranks(op) or sizes.get(rid)
         v = op.operand(0) if op.num_operands else (op.results[0] if op.results else None)
         t = v.type if v is not None else None
         dtype = getattr(t, "dtype", "f32")
@@ -50,8 +58,36 @@ def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> 
         peer = ranks[peer] if kind in (SEND, RECV) and isinstance(peer, int) and 0 <= peer < len(ranks) else None
         out.append(Collective.of(kind, op.name, rid, ranks, rank, dtype, shape,
                                  line=op.loc[0] if op.loc else None,
-                                 root=root if kind == BROADCAST else None, peer=peer))
+                                 root=root if kind == BROADCAST else None, peer=peer, size=size))
     return out
+
+
+def _nranks(op) -> int | None:
+    n = getattr(op.attrs.get("nranks"), "value", None)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def ring_sizes(prog) -> dict[int, int]:
+    """Ring id -> group size, as a dense program says it: an op's ``nranks``, else an all-gather's
+    (reduce-scatter's) first dim out (in) over in (out).  A ring of two sizes is left out."""
+    found: dict[int, set[int]] = {}
+    for op in prog.walk():
+        kind = COLLECTIVE_OPS.get(op.name)
+        rid = getattr(op.attrs.get("ring_id"), "value", None)
+        if kind is None or not isinstance(rid, int) or kind in (SEND, RECV):
+            continue
+        n = _nranks(op)
+        if n is None and kind in (ALL_GATHER, REDUCE_SCATTER) and op.num_operands and op.results:
+            src, dst = op.operand(0), op.results[0]
+            a = getattr(getattr(src, "type", None), "shape", None)
+            b = getattr(dst.type, "shape", None)
+            if kind == REDUCE_SCATTER:
+                a, b = b, a
+            if a and b and a[0] > 0 and b[0] > 0 and b[0] % a[0] == 0:
+                n = b[0] // a[0]
+        if n is not None:
+            found.setdefault(rid, set()).add(n)
+    return {rid: next(iter(ns)) for rid, ns in found.items() if len(ns) == 1}
 
 
 def totals(collectives, *, by_group: bool = False) -> dict:
@@ -68,6 +104,8 @@ def totals(collectives, *, by_group: bool = False) -> dict:
             t = out[key] = {"count": 0, "bytes_sent": 0}
         t["count"] += 1
         t["bytes_sent"] += c.moved
+        if not c.sized:  # bytes_sent leaves these out: their group's size is unknown
+            t["unsized"] = t.get("unsized", 0) + 1
     return dict(sorted(out.items()))
 
 

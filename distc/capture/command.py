@@ -95,14 +95,22 @@ def summary(doc: dict, out: str) -> dict:
 
 
 def next_commands(doc: dict, out: str) -> list[str]:
-    """``distc shard`` on the folder (its inputs, every captured rank, the script's stage ...) and
-    ``distc diff`` against Paddle's program of the first rank."""
+    """``distc shard`` on the folder (its inputs, every captured rank, the script's stage ...),
+    ``distc diff`` against Paddle's program of the first rank, and ``distc verify`` of distc's
+    programs (every rank's: where the folder holds only some ranks, their programs are made for
+    the proof, which needs them all)."""
     q = shlex.quote
     r0 = doc["ranks"][0]
     cmds = ["mkdir -p out", f"distc shard {q(out)} -o 'out/main.r{{rank}}.ir' --startup-out 'out/startup.r{{rank}}.ir'"]
     golden = f"{out}/{doc['paddle_results']['after_reshard']}".replace("{rank}", str(r0))
     if golden.rsplit("/", 1)[-1] in doc["files"]:
-        cmds.append(f"distc diff {q(golden)} out/main.r{r0}.ir")
+        cmds.append(f"distc diff {q(out)} out/main.r{r0}.ir")
+    every = sorted({r for m in doc.get("meshes") or () for r in m["process_ids"]})
+    if set(every) <= set(doc["ranks"]):
+        cmds.append(f"distc verify {q(out)} --ranks 'out/main.r{{rank}}.ir' --startup-ranks 'out/startup.r{{rank}}.ir'")
+    else:
+        cmds += [f"distc shard {q(out)} --all-ranks -q -o 'out/all.r{{rank}}.ir'",
+                 f"distc verify {q(out)} --ranks 'out/all.r{{rank}}.ir'"]
     return cmds
 
 

@@ -56,7 +56,9 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
         raise click.UsageError("--html writes a file (stdout has the text report)")
     with reporting(), Outputs(inputs=[file_a, file_b]) as out:
         page = out.add("--html", html)  # checked before any work (None: no page)
-        progs_a, progs_b = _programs(file_a, program), _programs(file_b, program)
+        file_a, file_b, progs_a, progs_b = _inputs(file_a, file_b, program, rank)
+        out.add_input(file_a)  # (a capture folder's file: never the page either)
+        out.add_input(file_b)
         if rank is not None:
             _check_rank(rank, progs_a + progs_b)
         pages: list | None = [] if html is not None else None
@@ -73,6 +75,57 @@ def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...]
         if not quiet:
             write_stdout(text)
         sys.exit(0 if equal else 1)
+
+
+def _inputs(file_a: str, file_b: str, program: int | None, rank: int | None):
+    """(A, B, A's programs, B's programs); a `distc capture` folder stands for Paddle's program of
+    the other side's rank (:func:`.capture_files.diff_file`)."""
+    from .capture_files import diff_file, is_capture
+
+    ca, cb = is_capture(file_a), is_capture(file_b)
+    if not ca and not cb:
+        return file_a, file_b, _programs(file_a, program), _programs(file_b, program)
+    if ca and cb:
+        file_a, file_b = diff_file(file_a, rank, False), diff_file(file_b, rank, False)
+        return file_a, file_b, _programs(file_a, program), _programs(file_b, program)
+    from ..analysis.diff import infer_rank
+    from ..passes.sharding_util import is_distributed
+
+    folder, other = (file_a, file_b) if ca else (file_b, file_a)
+    progs = _programs(other, program)
+    r = rank
+    if r is None and progs:
+        found, how = infer_rank(progs[0], None if other == "-" else other, None)
+        r = found if how in ("file name", "its banner") else None
+    dense = bool(progs) and not is_distributed(progs[0])
+    path = diff_file(folder, r, dense)
+    theirs = _programs(path, program)
+    return (path, file_b, theirs, progs) if ca else (file_a, path, progs, theirs)
+
+
+def _comparable(pa, pb, name_a: str, name_b: str, file_a: str, file_b: str, rank: int | None):
+    """(A, B, note): a dense program (Paddle's ``dense``, no dist types) against a dist-typed one is
+    compared with the dist-typed one's dense form for its rank (``dist-to-dense{rank=R}``, what
+    Paddle's dist2dense makes of it: local shapes, no dist attributes, one-rank collectives
+    dropped) -- said in the note, a line of text and the JSON's ``dense`` object -- not op by op
+    with every type and dist attribute reported changed.  Else the programs as they are, no note."""
+    from ..analysis.diff import infer_rank
+    from ..passes.base import PassContext
+    from ..passes.dist_to_dense import DistToDensePass
+    from ..passes.sharding_util import is_distributed
+
+    da, db = is_distributed(pa), is_distributed(pb)
+    if da == db:
+        return pa, pb, None
+    dist, path, name, dense_name = (pa, file_a, name_a, name_b) if da else (pb, file_b, name_b, name_a)
+    r, how = infer_rank(dist, path, rank)
+    local = dist.clone()
+    DistToDensePass(rank=r).apply(local, PassContext())
+    text = (f"note: {dense_name} is a dense program (no dist types), {name} is dist-typed: compared "
+            f"{name}'s dense form for rank {r} ({how}; dist-to-dense: local shapes, no dist attributes, "
+            f"one-rank collectives dropped)\n")
+    doc = {"dense": "b" if da else "a", "converted": "a" if da else "b", "rank": r, "rank_from": how}
+    return (local, pb, (text, doc)) if da else (pa, local, (text, doc))
 
 
 def _check_rank(rank: int, progs: list) -> None:
@@ -103,7 +156,8 @@ def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, ran
     if not equal:
         texts.append(f"{name_a} holds {len(progs_a)} programs, {name_b} holds {len(progs_b)}\n")
     for k, (pa, pb) in enumerate(zip(progs_a, progs_b), 1):
-        res = diff_programs(pa, pb, exact_rings=exact_rings, ignore_attrs=ignore)
+        ca, cb, note = _comparable(pa, pb, name_a, name_b, file_a, file_b, rank)
+        res = diff_programs(ca, cb, exact_rings=exact_rings, ignore_attrs=ignore)
         equal = equal and res.equal
         sums = None
         if not no_summary and (as_json or pages is not None or not res.equal):  # text: no summary of equal programs
@@ -113,9 +167,10 @@ def _compare(progs_a, progs_b, file_a, file_b, exact_rings, ignore, as_json, ran
         if quiet:
             continue
         if as_json:
-            docs.append(to_json(res, name_a, name_b, sums))
+            docs.append({**to_json(res, name_a, name_b, sums), **({"dense": note[1]} if note else {})})
         else:
-            texts.append((f"program {k} of {len(progs_a)}:\n" if several else "") + render_text(res, name_a, name_b, sums))
+            texts.append((f"program {k} of {len(progs_a)}:\n" if several else "") + (note[0] if note else "")
+                         + render_text(res, name_a, name_b, sums))
     if as_json:
         doc = docs[0] if not several and docs else {
             "a": name_a, "b": name_b, "equal": equal, "programs": {"a": len(progs_a), "b": len(progs_b)},

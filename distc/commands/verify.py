@@ -10,6 +10,7 @@ Exit 0: equal within the tolerance; 1: a divergence (or bad input); 3: an op wit
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import sys
 from typing import Callable, Mapping
@@ -21,7 +22,7 @@ from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
 from ..analysis.simulate.step import StepReport, is_comm
-from ..driver import err_console, load, program_option, reporting, warn_unknown_ops
+from ..driver import err_console, load, program_option, read_text, reporting, warn_unknown_ops
 from ..ir.core import Program
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -107,8 +108,9 @@ def _pattern(ctx, param, value):
 
 @click.command("verify")
 @click.argument("serial", metavar="SERIAL")
-@click.option("--ranks", "pattern", required=True, callback=_pattern,
-              help="the per-rank programs, a path with {rank} (e.g. out/main.r{rank}.ir)")
+@click.option("--ranks", "pattern", default=None, callback=_pattern,
+              help="the per-rank programs, a path with {rank} (e.g. out/main.r{rank}.ir); required unless "
+                   "SERIAL is a distc capture folder (then without it: Paddle's own captured programs)")
 @click.option("--startup", default=None, help="the serial startup program, verified against --startup-ranks "
               "(with {rank}: each rank's own, e.g. a pipeline stage's)")
 @click.option("--startup-ranks", default=None, callback=_pattern, help="the per-rank startup programs ({rank})")
@@ -123,26 +125,52 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
 
     SERIAL is the global-view program (before partition, or a one-reshard program); each rank's
     program is read from PATTERN with {rank} replaced, for every rank of SERIAL's meshes.
+    SERIAL may be a `distc capture` folder: its input program (with --ranks: distc's programs,
+    --startup defaulting to each rank's captured startup program), or without --ranks Paddle's own
+    captured programs of the script's stage, main and startup.
 
     Exit 0 equal, 1 divergence (rank, op, file:line:col, errors) or bad input (located),
     2 usage, 3 an op without a kernel (which op, where)."""
-    if (startup is None) != (startup_ranks is None):
+    from .capture_files import is_capture
+
+    folder = is_capture(serial)
+    if pattern is None and not folder:
+        raise click.UsageError("Missing option '--ranks' (needed unless SERIAL is a distc capture folder)")
+    if (startup is None) != (startup_ranks is None) and not (folder and startup is None):
         raise click.UsageError("--startup and --startup-ranks go together")
     with reporting() as diags:
-        sprog = load(serial, program)
+        note, loaded = None, {}
+        if folder:
+            from .capture_files import verify_files
+
+            def ranks_of(path: str) -> list[int]:
+                if path not in loaded:
+                    loaded[path] = load(path, program)
+                return program_ranks(loaded[path])
+
+            serial, pattern, startup, startup_ranks, note = verify_files(serial, pattern, startup, startup_ranks,
+                                                                         ranks_of)
+        sprog = loaded.get(serial) or load(serial, program)
         warn_unknown_ops(sprog, diags, note=None)
         check_serial(sprog)
         ranks = program_ranks(sprog)
         progs = load_ranks(pattern, ranks)
         reports = [("main", run_verify(sprog, progs, seed=seed, rtol=rtol, atol=atol))]
+        if note:
+            reports[0][1].notes.insert(0, f"verified {note}")
         if startup is not None:
             sprogs = {r: load(startup_ranks.replace("{rank}", str(r))) for r in ranks}
             # a {rank} pattern: each rank's own serial startup program (Paddle's startup_after_remove
-            # is per pipeline stage); ranks whose serial file is the same one are proven together
-            groups: dict[str, list[int]] = {}
+            # is per pipeline stage); ranks whose serial files hold the same text are proven together
+            groups: dict[object, list[int]] = {}
+            paths: dict[object, str] = {}
             for r in ranks:
-                groups.setdefault(startup.replace("{rank}", str(r)), []).append(r)
-            for path, rs in groups.items():
+                path = startup.replace("{rank}", str(r))
+                key = hashlib.sha256(read_text(path).encode()).digest() if "{rank}" in startup else path
+                paths.setdefault(key, path)
+                groups.setdefault(key, []).append(r)
+            for key, rs in groups.items():
+                path = paths[key]
                 st = load(path)
                 check_serial(st, need_dist=False)
                 label = "startup" if len(groups) == 1 else f"startup ({path}, ranks {rs})"

@@ -145,6 +145,8 @@ class Collective:
     reduce: str | None = None  # all_reduce: the reduce type
     root: int | None = None  # broadcast: the root's index in the group
     peer: int | None = None  # send/recv: the other rank
+    sized: bool = True  # False: the group's size is unknown (a dense program's op with no nranks, ring
+    # of unknown size): ``moved``/``received`` are 0 but not known to be 0
 
     @property
     def reshard(self) -> str:
@@ -156,14 +158,22 @@ class Collective:
     @classmethod
     def of(cls, kind: str, op: str, ring_id: int | None, ranks, rank: int | None, dtype: str, shape,
            **kw) -> "Collective":
-        """The record with its byte model applied (``root`` for broadcasts: index in ``ranks``)."""
+        """The record with its byte model applied (``root`` for broadcasts: index in ``ranks``).
+        ``size``: the group's size where ``ranks`` are unknown (a dense program's ``nranks``);
+        neither known (and the op not a send/recv): a record with ``sized`` False."""
         ranks = tuple(ranks)
         shape = tuple(shape)
+        size = kw.pop("size", None)
         nbytes = buffer_bytes(dtype, shape)
         if rank is not None and ranks and rank not in ranks:
             return cls(kind, op, ring_id, ranks, rank, dtype, shape, nbytes, 0, 0, runs=False, **kw)
         if kind == RECV:
             moved, received = 0, nbytes
+        elif not ranks and kind != SEND and (size is None or kind == BROADCAST):
+            return cls(kind, op, ring_id, ranks, rank, dtype, shape, nbytes, 0, 0, sized=False, **kw)
+        elif not ranks and kind != SEND:
+            moved = bytes_moved(kind, nbytes, size)
+            received = moved
         elif kind == BROADCAST:
             root_idx = kw.get("root") or 0
             is_root = rank is not None and ranks and ranks[root_idx] == rank
@@ -177,8 +187,10 @@ class Collective:
     def as_dict(self) -> dict:
         """Plain data (for JSON): every field but the layouts, ``reshard`` as text; reduce, root
         and peer only where they apply."""
-        d = {k: v for k, v in self.__dict__.items() if k not in ("layouts", "reduce", "root", "peer")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("layouts", "reduce", "root", "peer", "sized")}
         d["reshard"] = self.reshard
+        if not self.sized:
+            d["sized"] = False
         for k in ("reduce", "root", "peer"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)

@@ -44,6 +44,9 @@ def summary(prog: Program, rank: int, how: str) -> dict:
         "rank": rank, "rank_from": how, "ops": sum(1 for _ in prog.walk()),
         "collectives": sum(t["count"] for t in by_kind.values()),
         "bytes_sent": sum(t["bytes_sent"] for t in by_kind.values()),
+        # collectives whose group size the program does not say (a dense op without nranks, on a
+        # ring no other op sizes): left out of bytes_sent, never counted as 0 bytes
+        "unsized": sum(t.get("unsized", 0) for t in by_kind.values()),
         "by_kind": by_kind,
         "memory": ({"parameters": mem.params, "gradients": mem.grads, "optimizer_states": mem.states,
                     "total": mem.total} if mem.rows else None),
@@ -118,9 +121,8 @@ def _summary_lines(name_a: str, name_b: str, sa: dict, sb: dict) -> list[str]:
     for kind in sorted(set(sa["by_kind"]) | set(sb["by_kind"])):
         ka = sa["by_kind"].get(kind, {"count": 0, "bytes_sent": 0})
         kb = sb["by_kind"].get(kind, {"count": 0, "bytes_sent": 0})
-        rows.append((f"  {kind}", f"{ka['count']} ({human_bytes(ka['bytes_sent'])})",
-                     f"{kb['count']} ({human_bytes(kb['bytes_sent'])})"))
-    rows.append(("bytes sent", _bytes(sa["bytes_sent"]), _bytes(sb["bytes_sent"])))
+        rows.append((f"  {kind}", _kind_cell(ka), _kind_cell(kb)))
+    rows.append(("bytes sent", _sent_cell(sa), _sent_cell(sb)))
     ma, mb = sa["memory"], sb["memory"]
     if ma or mb:
         for key, label in (("parameters", "parameters"), ("gradients", "gradients"),
@@ -129,6 +131,27 @@ def _summary_lines(name_a: str, name_b: str, sa: dict, sb: dict) -> list[str]:
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     return ["summary"] + [f"  {r[0]:<{w0}}  {r[1]:>{w1}}  {r[2]}" for r in rows]
+
+
+def _kind_cell(t: dict) -> str:
+    """``5 (2.3 KiB)``; ``5 (size unknown)`` or ``5 (128 B + 2 of unknown size)`` where the
+    program does not say a group's size (a dense program's all_reduce without nranks)."""
+    unsized = t.get("unsized", 0)
+    if not unsized:
+        return f"{t['count']} ({human_bytes(t['bytes_sent'])})"
+    if unsized == t["count"]:
+        return f"{t['count']} (size unknown)"
+    return f"{t['count']} ({human_bytes(t['bytes_sent'])} + {unsized} of unknown size)"
+
+
+def _sent_cell(s: dict) -> str:
+    unsized = s.get("unsized", 0)
+    if not unsized:
+        return _bytes(s["bytes_sent"])
+    n = f"{unsized} collective{'s' if unsized > 1 else ''} of unknown group size"
+    if unsized == s["collectives"]:
+        return f"unknown ({n})"
+    return f"{_bytes(s['bytes_sent'])} + {n}"
 
 
 def _bytes(n: int) -> str:
