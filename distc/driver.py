@@ -91,10 +91,19 @@ def _check_nul(data: bytearray, start: int, name: str) -> None:
     line = data.count(b"\n", 0, nul) + 1
     begin = data.rfind(b"\n", 0, nul) + 1
     end = data.find(b"\n", nul)
-    shown = bytes(data[begin: end if end >= 0 else len(data)][:4096]).decode("utf-8", "replace")
+    shown = _printable(bytes(data[begin: end if end >= 0 else len(data)][:4096]).decode("utf-8", "replace"))
     col = len(bytes(data[begin:nul]).decode("utf-8", "replace")) + 1
     raise DiagnosticError("a binary file, not PIR text (a NUL byte)", line, col, filename=name,
                           source="\n" * (line - 1) + shown)
+
+
+_CONTROL = {c: "\ufffd" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)] if c != 0x09}
+
+
+def _printable(line: str) -> str:
+    """The line of a binary file as shown under an error: control characters (a terminal's escape
+    sequences among them) as U+FFFD, one character each, so the caret's column holds."""
+    return line.translate(_CONTROL)
 
 
 def _not_text(e: UnicodeDecodeError, path: str) -> DiagnosticError:
@@ -103,7 +112,7 @@ def _not_text(e: UnicodeDecodeError, path: str) -> DiagnosticError:
     start = data.rfind(b"\n", 0, e.start) + 1
     end = data.find(b"\n", e.start)
     line_bytes = data[start: end if end >= 0 else len(data)][:4096]
-    shown = line_bytes.decode("utf-8", "replace")
+    shown = _printable(line_bytes.decode("utf-8", "replace"))
     line = data.count(b"\n", 0, e.start) + 1
     col = len(data[start:e.start].decode("utf-8", "replace")) + 1
     what = "a binary file, not PIR text" if b"\x00" in data[:4096] else "not UTF-8 text"
@@ -179,17 +188,26 @@ def warn_unknown_ops(prog: Program, diags: Diagnostics, note: str | None = "dist
     return len(ws)
 
 
-def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks") -> None:
-    """An output pattern's one field is ``{rank}``, and it needs several ranks (usage errors)."""
+def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks",
+                  extra: tuple[str, ...] = ()) -> None:
+    """An output pattern's one field is ``{rank}`` (and ``extra`` ones: ``--job-out``'s ``{job}``),
+    and ``{rank}`` needs several ranks (usage errors)."""
     if path is None or path == "-":
         return
+    known = ("{rank}", *extra)
     fields = re.findall(r"\{[^{}]*\}", path)
-    bad = [f for f in fields if f != "{rank}"]
+    bad = [f for f in fields if f not in known]
     if bad:
-        raise click.UsageError(f"{option} {path!r}: unknown field {bad[0]} (the one field is {{rank}})")
-    if re.sub(r"\{rank\}", "", path).count("{") or re.sub(r"\{rank\}", "", path).count("}"):
-        raise click.UsageError(f"{option} {path!r}: a brace outside {{rank}}")
-    if fields and not many:
+        told = "the one field is {rank}" if not extra else "the fields are " + " and ".join(known)
+        if bad[0] == "{job}":  # -o 'out/r{rank}.{job}.ir': the job programs have their own option
+            told += "; each job program goes to --job-out, e.g. --job-out 'out/r{rank}.{job}.ir'"
+        raise click.UsageError(f"{option} {path!r}: unknown field {bad[0]} ({told})")
+    rest = path
+    for f in known:
+        rest = rest.replace(f, "")
+    if rest.count("{") or rest.count("}"):
+        raise click.UsageError(f"{option} {path!r}: a brace outside {' and '.join(known)}")
+    if "{rank}" in fields and not many:
         raise click.UsageError(f"{option} {path!r} has {{rank}}: that is for several ranks ({several})")
 
 

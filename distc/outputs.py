@@ -90,16 +90,18 @@ def _raise_interrupted(signum, frame) -> None:
 
 
 def catch_signals() -> None:
-    """The ``distc`` process: SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` (clean-up
-    runs, then the exit status is 130/143/129)."""
+    """The ``distc`` process: SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` (clean-up,
+    then exit 130/143/129); one it was started with ignored stays so (``nohup``, ``distc &``)."""
     for s in SIGNALS:
-        signal.signal(s, _raise_interrupted)
+        if signal.getsignal(s) != signal.SIG_IGN:
+            signal.signal(s, _raise_interrupted)
 
 
 def default_signals() -> None:
-    """A forked worker: signals kill it outright; the parent cleans up what it planned."""
+    """A forked worker: signals (but ignored ones) kill it outright; the parent cleans up."""
     for s in SIGNALS:
-        signal.signal(s, signal.SIG_DFL)
+        if signal.getsignal(s) != signal.SIG_IGN:
+            signal.signal(s, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 

@@ -32,6 +32,7 @@ MANIFEST = "manifest.json"
 FORMAT = "distc-capture/1"
 INPUTS = ("before_partition", "startup_after_remove")
 RESULTS = ("before_partition", "after_reshard", "dense", "startup_after_remove", "startup_final")
+INPUT_KEYS = ("main", "startup")  # the manifest's "inputs"
 
 
 def name(stage: int, rank: int, what: str, ext: str = "ir") -> str:
@@ -106,11 +107,53 @@ def read_manifest(folder: str) -> dict:
             doc = json.load(f)
     except FileNotFoundError:
         raise DiagnosticError("is not a distc capture folder (no manifest.json)", filename=folder) from None
+    except json.JSONDecodeError as e:  # located, with the line and a caret
+        raise DiagnosticError(f"unreadable manifest: {e.msg}", e.lineno, e.colno, filename=path,
+                              source=e.doc) from None
     except (OSError, ValueError) as e:
         raise DiagnosticError(f"unreadable manifest: {e}", filename=path) from None
-    if doc.get("format") != FORMAT:
-        raise DiagnosticError(f"not a {FORMAT} manifest (format {doc.get('format')!r})", filename=path)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise DiagnosticError(f"not a {FORMAT} manifest (format {got!r})", filename=path)
+    why = _malformed(doc)
+    if why:
+        raise DiagnosticError(f"a damaged {FORMAT} manifest: {why} (capture the script again)", filename=path)
     return doc
+
+
+def _malformed(doc: dict) -> str | None:
+    """What is wrong with the fields the commands read (None: nothing)."""
+    def ints(x) -> bool:
+        return isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in x)
+
+    def names(x, keys) -> bool:  # file names in the folder itself, with {rank}
+        return isinstance(x, dict) and all(isinstance(x.get(k), str) and x[k] and "/" not in x[k] and
+                                           "\\" not in x[k] and not x[k].startswith(".") for k in keys)
+
+    if not ints(doc.get("ranks")) or not doc["ranks"]:
+        return "'ranks' is not a list of ranks"
+    stage = doc.get("stage")
+    if stage is not None and (not isinstance(stage, int) or isinstance(stage, bool) or not 0 <= stage <= 3):
+        return f"'stage' is {stage!r}, not 0-3"
+    if not names(doc.get("inputs"), INPUT_KEYS):
+        return "'inputs' does not name the main and startup files in the folder"
+    if not names(doc.get("paddle_results"), RESULTS):
+        return "'paddle_results' does not name Paddle's files in the folder"
+    meshes = doc.get("meshes")
+    if meshes is not None and not (isinstance(meshes, list) and all(
+            isinstance(m, dict) and ints(m.get("process_ids")) for m in meshes)):
+        return "'meshes' is not a list of meshes with process_ids"
+    for key in ("rank_results", "strategy"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            return f"'{key}' is not an object"
+    if not all(isinstance(x, dict) for x in (doc.get("rank_results") or {}).values()):
+        return "'rank_results' holds a rank that is not an object"
+    if (doc.get("strategy") or {}).get("amp") is not None and not isinstance(doc["strategy"]["amp"], dict):
+        return "'strategy.amp' is not an object"
+    dims = doc.get("param_mesh_dims")
+    if dims is not None and not (isinstance(dims, list) and all(isinstance(d, list) for d in dims)):
+        return "'param_mesh_dims' is not a list of mesh dim name lists"
+    return None
 
 
 def shard_options(doc: dict) -> list[str]:

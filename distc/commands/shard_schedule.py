@@ -34,7 +34,7 @@ def check_usage(pp_schedule: str | None, acc_steps: int, vpp_degree: int | None,
         if job_out == "-" or "{job}" not in job_out:
             raise click.UsageError("--job-out names one file a job program: put {job} in it, e.g. "
                                    "--job-out 'out/r{rank}.{job}.ir'")
-        check_pattern(job_out.replace("{job}", "job"), "--job-out", many, several)
+        check_pattern(job_out, "--job-out", many, several, extra=("{job}",))
     check_pattern(job_list, "--job-list", many, several)
     for opt, v in (("--job-out", job_out), ("--job-list", job_list)):
         if many and v is not None and "{rank}" not in v:
