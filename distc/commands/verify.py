@@ -10,7 +10,6 @@ Exit 0: equal within the tolerance; 1: a divergence (or bad input); 3: an op wit
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import sys
 from typing import Callable, Mapping
@@ -22,7 +21,7 @@ from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
 )
 from ..analysis.simulate.step import StepReport, is_comm
-from ..driver import err_console, load, program_option, read_text, reporting, warn_unknown_ops
+from ..driver import err_console, load, program_option, reporting, warn_unknown_ops
 from ..ir.core import Program
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
@@ -161,16 +160,11 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
         if startup is not None:
             sprogs = {r: load(startup_ranks.replace("{rank}", str(r))) for r in ranks}
             # a {rank} pattern: each rank's own serial startup program (Paddle's startup_after_remove
-            # is per pipeline stage); ranks whose serial files hold the same text are proven together
-            groups: dict[object, list[int]] = {}
-            paths: dict[object, str] = {}
+            # is per pipeline stage); ranks whose serial file is the same one are proven together
+            groups: dict[str, list[int]] = {}
             for r in ranks:
-                path = startup.replace("{rank}", str(r))
-                key = hashlib.sha256(read_text(path).encode()).digest() if "{rank}" in startup else path
-                paths.setdefault(key, path)
-                groups.setdefault(key, []).append(r)
-            for key, rs in groups.items():
-                path = paths[key]
+                groups.setdefault(startup.replace("{rank}", str(r)), []).append(r)
+            for path, rs in groups.items():
                 st = load(path)
                 check_serial(st, need_dist=False)
                 label = "startup" if len(groups) == 1 else f"startup ({path}, ranks {rs})"
