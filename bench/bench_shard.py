@@ -228,6 +228,10 @@ def main() -> None:
                     f"{row['all_ranks_vs_paddle_rank0_cpu_range']}")
         msg += f"\n  imports of a --rank 0 run: {row['import_median_s']:.3f}s median ({modules} modules; {r3(imports)})"
         print(msg, flush=True)
+        write(args, rows, load_before)  # (after each program: a run cut short keeps what it measured)
+
+
+def write(args, rows: list, load_before: list) -> None:
     Path(args.out).write_text(json.dumps(dict(
         what="distc shard end to end (fresh process: start, parse, passes, print, write), one rank (--rank 0) and "
              "all 4 ranks (--all-ranks), vs Paddle 3.3.1's apply_partition_pass + apply_reshard_pass alone, once per "
