@@ -32,6 +32,8 @@ def __getattr__(name: str):
 
     where = _WHERE.get(name)
     if where is not None:
+        if where == "ir.core":  # a program made here prints (``str``): the printer installs itself on import
+            import_module(f"{__name__}.syntax.printer")
         return getattr(import_module(f"{__name__}.{where}"), name)
     if not name.startswith("_"):  # a subpackage (``distc.ir.ProcessMesh`` after ``import distc``)
         try:
@@ -40,3 +42,7 @@ def __getattr__(name: str):
             if e.name != f"{__name__}.{name}":
                 raise
     raise AttributeError(f"module 'distc' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

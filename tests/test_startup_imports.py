@@ -107,6 +107,15 @@ def test_import_distc_imports_nothing_yet():
         distc.nope  # noqa: B018
 
 
+def test_a_program_built_from_distc_alone_prints():
+    """A program made through the library's names (``distc.Program``, no parse yet) prints, as it did
+    when ``import distc`` loaded the printer; ``dir(distc)`` lists the library's names (completion)."""
+    code = ("import distc; p = distc.Program(); print(repr(str(p)), 'parse' in dir(distc), "
+            "'shard' in dir(distc))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["'{\\n}\\n'", "True", "True"], (r.stdout, r.stderr)
+
+
 def test_help_imports_no_command(tmp_path):
     """`distc --help` lists the commands from their summary lines, importing none of them."""
     mods = run_modules(["--help"], tmp_path)

@@ -437,13 +437,13 @@ class Program:
 
     def __str__(self) -> str:
         if _PRINTER is None:
-            raise RuntimeError("no PIR printer installed (import distc.syntax)")
+            raise RuntimeError("no PIR printer installed: import distc.syntax (or use distc.Program, which does)")
         return _PRINTER[0](self)
 
     def value(self, name: str) -> Value:
         """A value by its printed name (``%3``) in the program's current numbering."""
         if _PRINTER is None:
-            raise RuntimeError("no PIR printer installed (import distc.syntax)")
+            raise RuntimeError("no PIR printer installed: import distc.syntax (or use distc.Program, which does)")
         want = name.lstrip("%")
         for v, n in _PRINTER[1](self).items():
             if n == want:
