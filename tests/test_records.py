@@ -165,3 +165,33 @@ def test_no_module_of_distc_uses_dataclasses():
     users = [str(p.relative_to(root)) for p in root.rglob("*.py")
              if p.name != "records.py" and ("from dataclasses" in p.read_text() or "import dataclasses" in p.read_text())]
     assert not users, f"modules using dataclasses (use distc.ir.records): {users}"
+
+
+@pytest.mark.parametrize("opts", VARIANTS, ids=lambda o: ",".join(o) or "plain")
+def test_subclass_fields_as_dataclass(opts):
+    """A subclass that redefines a base's field keeps it in the base's place (positional
+    arguments, repr, eq and hash order: a record once moved it to the end, so ``Sub(5, 6, 7)`` set
+    y=5); a slotted subclass adds slots for its own fields only; a field without a default after
+    one with a default is dataclass's TypeError."""
+    def classes(deco):
+        class Base:
+            x: int = 1
+            y: int = 2
+
+        class Sub(Base):
+            z: int = 3
+            x: int = 9
+
+        b = deco(Base, **opts)
+        return b, deco(type("Sub", (b,), {"__annotations__": dict(Sub.__annotations__), "z": 3, "x": 9}), **opts)
+
+    (DB, DS), (RB, RS) = classes(dataclasses.dataclass), classes(record)
+    assert [f.name for f in fields(RS)] == [f.name for f in dataclasses.fields(DS)] == ["x", "y", "z"]
+    assert repr(RS(5, 6, 7)).split("(")[1] == repr(DS(5, 6, 7)).split("(")[1] == "x=5, y=6, z=7)"
+    assert RS.__match_args__ == DS.__match_args__ and RS().x == DS().x == 9
+    if opts.get("slots"):
+        assert RS.__slots__ == DS.__slots__ == ("z",)
+        s = RS(5, 6, 7)
+        assert copy.copy(s) == s and copy.deepcopy(s) == s  # (the state of both slots levels)
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+        record(type("Bad", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 1}), **opts)

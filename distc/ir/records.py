@@ -117,6 +117,8 @@ def _source(cls, fs: list[Field], frozen: bool, slots: bool, ns: dict, own: dict
                 ns[f"_d_{n}"] = f.default
                 params.append(f"{n}=_d_{n}")
             else:
+                if params[-1].count("="):
+                    raise TypeError(f"non-default argument {n!r} follows default argument")
                 params.append(n)
             body.append(put.format(n, n))
         elif f.default is not MISSING and slots:  # (a dict class reads the class attribute)
@@ -183,10 +185,10 @@ def _methods(cls, fs: list[Field], frozen: bool, eq: bool) -> dict:
 
 
 def _build(cls, frozen: bool, slots: bool, eq: bool):
-    fs: list[Field] = []
+    by_name: dict[str, Field] = {}  # (a field redefined keeps its first place, as in a dataclass)
     for base in reversed(cls.__mro__[1:]):
         for f in base.__dict__.get("__record_fields__", ()):
-            fs = [g for g in fs if g.name != f.name] + [f]
+            by_name[f.name] = f
     own = cls.__dict__
     for name, ann in own.get("__annotations__", {}).items():
         if isinstance(ann, str) and ann.startswith(("ClassVar", "typing.ClassVar")):
@@ -194,16 +196,18 @@ def _build(cls, frozen: bool, slots: bool, eq: bool):
         v = own.get(name, MISSING)
         f = v if isinstance(v, Field) else Field(default=v)
         f.name, f.type = name, ann
-        fs = [g for g in fs if g.name != name] + [f]
+        by_name[name] = f
         if isinstance(v, Field):
             if f.default is MISSING:
                 delattr(cls, name)
             else:
                 setattr(cls, name, f.default)
+    fs = list(by_name.values())
     names = tuple(f.name for f in fs)
     if slots:
         d = {k: v for k, v in own.items() if k not in names and k not in ("__dict__", "__weakref__")}
-        d["__slots__"] = names
+        inherited = {s for b in cls.__mro__[1:-1] for s in _slots(b)}
+        d["__slots__"] = tuple(n for n in names if n not in inherited)  # (a base's slot serves)
         qualname = cls.__qualname__
         cls = type(cls)(cls.__name__, cls.__bases__, d)
         cls.__qualname__ = qualname
@@ -228,6 +232,11 @@ def _build(cls, frozen: bool, slots: bool, eq: bool):
         cls.__getstate__ = _getstate
         cls.__setstate__ = _setstate
     return cls
+
+
+def _slots(cls) -> tuple:
+    s = cls.__dict__.get("__slots__", ())
+    return (s,) if isinstance(s, str) else tuple(s)
 
 
 def _getstate(self):
