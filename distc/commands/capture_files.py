@@ -27,6 +27,14 @@ def is_capture(path: str) -> bool:
     return path != "-" and os.path.isdir(path)
 
 
+def not_captured(folder: str, ranks, rank: int, need: str = "") -> DiagnosticError:
+    """The error for a rank the folder does not hold (``need``: what asked for it)."""
+    from .shard_ranks import format_ranks
+
+    return DiagnosticError(f"rank {rank} was not captured: the folder holds ranks {format_ranks(sorted(ranks))} "
+                           f"(`distc capture --ranks {rank} ...` adds it){need}", filename=folder)
+
+
 def manifest(folder: str) -> dict:
     from ..capture.folder import read_manifest
 
@@ -36,16 +44,12 @@ def manifest(folder: str) -> dict:
 def captured_file(folder: str, man: dict, pattern: str, rank: int, what: str) -> str:
     """``folder/pattern`` for ``rank``; a located error if the folder lacks it: the rank was not
     captured, or Paddle refused the stage there (its message), or the snapshot was not printed."""
-    from .shard_ranks import format_ranks
-
     name = pattern.replace("{rank}", str(rank))
     path = os.path.join(folder, name)
     if os.path.isfile(path):
         return path
     if rank not in set(man.get("ranks") or ()):
-        raise DiagnosticError(f"rank {rank} was not captured: the folder holds ranks "
-                              f"{format_ranks(sorted(man.get('ranks') or ()))} (`distc capture --ranks {rank} ...` "
-                              f"adds it); {what} needs it", filename=folder)
+        raise not_captured(folder, man.get("ranks") or (), rank, f"; {what} needs it")
     res = (man.get("rank_results") or {}).get(str(rank)) or {}
     if res.get("status") == "paddle-error" and name.startswith(f"s{res.get('stage')}."):
         raise DiagnosticError(f"Paddle refused the script's stage {res.get('stage')} on rank {rank} "

@@ -19,9 +19,10 @@ from click.core import ParameterSource
 
 def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
     """``(MAIN, opts)`` with a capture folder resolved; anything else is returned as it is."""
-    if main_file == "-" or not os.path.isdir(main_file):
+    if main_file == "-" or not os.path.isdir(main_file):  # (capture_files.is_capture, not imported by a plain run)
         return main_file, opts
     from ..capture.folder import read_manifest, shard_options
+    from .capture_files import not_captured
     from ..syntax.diagnostics import DiagnosticError
     from .shard_ranks import format_ranks
 
@@ -29,8 +30,7 @@ def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
     captured = set(man["ranks"])
     missing = first_missing(opts, captured)
     if missing is not None:
-        raise DiagnosticError(f"rank {missing} was not captured: the folder holds ranks {format_ranks(sorted(captured))} "
-                              f"(`distc capture --ranks {missing} ...` adds it)", filename=main_file)
+        raise not_captured(main_file, captured, missing)
     ctx = click.get_current_context(silent=True)
 
     def given(name: str) -> bool:
