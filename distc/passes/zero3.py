@@ -76,6 +76,10 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
         ctx.notes.append(f"shard-optimizer: stage 3: Paddle 3.3.1 fails to build this program ({why}, "
                          f"once the parameters are sharded); distc keeps the stage-1 forward and gathers "
                          f"each sharded parameter before use")
+        # surprising, so said without --explain too: one line, the exit status unchanged
+        ctx.warn(f"{prog.filename or '<input>'}: warning: ZeRO stage 3: Paddle 3.3.1 fails to build this "
+                 f"program ({why}); distc's program is its own: the stage-1 forward, each sharded parameter "
+                 f"gathered before use (--verify proves it, --explain says more)")
     if any(op.name == "pd_op.matmul" for op in relaid):
         ctx.notes.append(f"shard-optimizer: stage 3: {len(relaid)} op(s) inferred again from the sharded "
                          f"parameters (Paddle's SPMD rules: a matmul keeps the larger free axis on a mesh "
