@@ -62,7 +62,8 @@ serial = [run_a(), run_b()]
 bad = [k for k in range(8) if out[k] != serial[k % 2]]
 for k in bad:
     print(f"thread {k}: {out[k]!r:.300}")
-assert len(serial[0][4]) == 0 and len(serial[1][1]) == 1, (serial[0][4], serial[1][1])
+ws = serial[1][1]  # the misspelt name's, and stage 3's on dp x mp (Paddle fails this program)
+assert len(serial[0][4]) == 0 and len(ws) == 2 and "ZeRO stage 3: Paddle 3.3.1 fails" in ws[1], (serial[0][4], ws)
 assert serial[1][3] == 24
 print("ok" if not bad else f"{len(bad)} threads differ")
 '''
