@@ -15,7 +15,7 @@ import pickle
 import pytest
 
 from distc.ir import records
-from distc.ir.records import FrozenInstanceError, field, fields, record, replace
+from distc.ir.records import Field, FrozenInstanceError, field, fields, record, replace
 
 
 def make(deco, fld, **opts):
@@ -195,3 +195,30 @@ def test_subclass_fields_as_dataclass(opts):
         assert copy.copy(s) == s and copy.deepcopy(s) == s  # (the state of both slots levels)
     with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
         record(type("Bad", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 1}), **opts)
+
+
+@pytest.mark.parametrize("opts", VARIANTS, ids=lambda o: ",".join(o) or "plain")
+def test_mutable_defaults_refused_and_cycles_shown_as_dataclass(opts):
+    """A list, dict or set default (plain or ``field(default=...)``) is dataclass's ValueError, with
+    its message (a record once shared one list among all its objects); a tuple or frozenset
+    default is fine.  A record met again inside its own repr shows ``...`` (it recursed until
+    RecursionError)."""
+    for deco, fld in ((dataclasses.dataclass, dataclasses.field), (record, field)):
+        for bad in ([], {}, set(), fld(default=[1])):
+            with pytest.raises(ValueError) as e:
+                deco(type("Bad", (), {"__annotations__": {"a": "list"}, "a": bad}), **opts)
+            kind = type(bad.default if isinstance(bad, (Field, dataclasses.Field)) else bad)
+            assert str(e.value) == f"mutable default {kind} for field a is not allowed: use default_factory"
+        ok = deco(type("Ok", (), {"__annotations__": {"a": "tuple", "b": "frozenset"}, "a": (), "b": frozenset()}), **opts)
+        assert ok().a == () and ok().b == frozenset()
+
+    def node(deco, fld):
+        return deco(type("Node", (), {"__annotations__": {"name": "str", "edges": "list"},
+                                      "edges": fld(default_factory=list)}), **opts)
+
+    D, R = node(dataclasses.dataclass, dataclasses.field), node(record, field)
+    d, r = D("a"), R("a")
+    d.edges.append(d), r.edges.append(r)  # (in place: frozen ones too)
+    r.edges.append(R("b", [r]))
+    d.edges.append(D("b", [d]))
+    assert repr(r) == repr(d) == "Node(name='a', edges=[..., Node(name='b', edges=[...])])"

@@ -4,7 +4,8 @@ A ``distc shard`` run defines ~50 classes with fields; the dataclasses module sp
 run's start-up building them (each method compiled apart, every annotation inspected, and
 ``import dataclasses`` pulls in ``inspect``).  :func:`record` makes the same methods, compiling
 only ``__init__`` (the others are closures over the field names): ``__init__`` (defaults,
-``default_factory``, ``init=False``, ``__post_init__``), ``__repr__``, ``__eq__``, ``__hash__`` (the dataclass rules: a frozen class
+``default_factory``, ``init=False``, ``__post_init__``; a mutable default is refused), ``__repr__`` (``...`` for a
+record met again inside itself), ``__eq__``, ``__hash__`` (the dataclass rules: a frozen class
 with ``eq`` hashes its compared fields; an ``eq`` class that is not frozen is unhashable; a method
 the class defines itself is kept), ``frozen`` (assigning raises :class:`FrozenInstanceError`, an
 ``AttributeError``), ``slots`` (with pickling and copying of frozen instances), ``__match_args__``
@@ -15,6 +16,7 @@ own functions take records (``__dataclass_fields__``, made when asked for).
 
 from __future__ import annotations
 
+from _thread import get_ident
 from operator import attrgetter
 
 MISSING = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
@@ -154,8 +156,17 @@ def _methods(cls, fs: list[Field], frozen: bool, eq: bool) -> dict:
     out = {}
     shown = [f.name for f in fs if f.repr]
 
+    running = set()  # (record, thread) pairs being shown: a cycle shows '...', as a dataclass does
+
     def __repr__(self):
-        return f"{self.__class__.__qualname__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in shown) + ")"
+        key = id(self), get_ident()
+        if key in running:
+            return "..."
+        running.add(key)
+        try:
+            return f"{self.__class__.__qualname__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in shown) + ")"
+        finally:
+            running.discard(key)
 
     out["__repr__"] = __repr__
     if eq and not frozen:
@@ -196,6 +207,8 @@ def _build(cls, frozen: bool, slots: bool, eq: bool):
         v = own.get(name, MISSING)
         f = v if isinstance(v, Field) else Field(default=v)
         f.name, f.type = name, ann
+        if f.default.__class__.__hash__ is None:  # (unhashable stands for mutable, as in a dataclass)
+            raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
         by_name[name] = f
         if isinstance(v, Field):
             if f.default is MISSING:
