@@ -61,15 +61,36 @@ def test_kwarg_order_is_libstdcxx_unordered_map():
     assert cloned(order("dense.ir")) == order("job.forward.ir")
 
 
-def test_too_few_micro_batches_refused_alike():
-    """pp4 1F1B with 2 micro-batches: Paddle asserts, distc says why (a located error, no plan)."""
+def test_too_few_micro_batches_refused_alike(tmp_path):
+    """pp4 1F1B (and ZBH1) with 2 micro-batches: Paddle asserts, distc says why (a located error, no plan)."""
     from distc.syntax.diagnostics import DiagnosticError
 
     assert "Num of micro batches should larger than or equal to pp degree" in \
         S.refusals()[S.base("llama_pp4", "1F1B", 2, "s0", 0)[:-1]]
-    with pytest.raises(DiagnosticError, match="at least as many micro-batches as pipeline stages"):
-        shard(parsed(S.base("llama_pp4", "1F1B", 4, "s0", 0) + "before_partition.ir"), 0, stage=0,
-              pp_schedule="1F1B", acc_steps=2)
+    name = S.base("llama_pp4", "1F1B", 4, "s0", 0) + "before_partition.ir"
+    for mode in ("1F1B", "ZBH1"):
+        with pytest.raises(DiagnosticError, match="at least as many micro-batches as pipeline stages") as err:
+            shard(parsed(name), 0, stage=0, pp_schedule=mode, acc_steps=2)
+        # at the parameter that makes the 4 stages: Paddle declares the last stage's first, so the
+        # first on mesh [0] (the CLI contract's FILE:LINE:COL and caret; it was the file's error)
+        lines = S.text(name).splitlines()
+        at = next(i for i, x in enumerate(lines, 1) if '"builtin.parameter"' in x and "process_ids:[0]}" in x)
+        e = err.value
+        assert (e.line, e.col) == (at, 5), e.render()
+        assert e.notes == ["4 stages: the meshes of the parameters ([3], [2], [1], [0] as they appear); this "
+                           "parameter's is the last to appear (--acc-steps sets the micro-batches)"]
+    from click.testing import CliRunner
+
+    from distc.cli import main
+
+    (tmp_path / "pp4.ir").write_text(S.text(name))
+    r = CliRunner().invoke(main, ["shard", str(tmp_path / "pp4.ir"), "--pp-schedule", "1F1B", "--acc-steps", "2",
+                                  "--all-ranks", "-q", "-o", str(tmp_path / "o.r{rank}.ir")])
+    err = r.stderr.splitlines()
+    i = next(i for i, x in enumerate(err) if ": error: " in x)
+    assert r.exit_code == 1 and err[i].startswith(f"{tmp_path / 'pp4.ir'}:{at}:5: error: 1F1B needs"), r.stderr
+    assert err[i + 1].startswith('    (%356) = "builtin.parameter"') and err[i + 2] == "    ^", r.stderr
+    assert not list(tmp_path.glob("o.r*.ir"))
 
 
 def test_library_dense_option_and_detached():

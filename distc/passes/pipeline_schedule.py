@@ -43,6 +43,40 @@ def has_chunks(prog: Program) -> bool:
     return False
 
 
+def stage_ranks(prog: Program, mode: str | None, micro_batches: int, ctx) -> list[tuple[int, ...]]:
+    """The process ids of each stage mesh.  A schedule that needs a micro-batch a stage at least
+    (1F1B, ZBH1, VPP of a program placed in chunks; Paddle asserts it for 1F1B and VPP) given fewer
+    is the scheduler's error, raised here, before any rank's work, at the line of the parameter that
+    makes the stage count (the first on the last stage mesh to appear), located by ``ctx``."""
+    meshes = stage_meshes(prog)
+    if mode in ("1F1B", "ZBH1", "VPP") and micro_batches < len(meshes) and (mode != "VPP" or has_chunks(prog)):
+        from .pipeline_1f1b import jobs_1f1b
+        from .pipeline_vpp import jobs_vpp
+        from .pipeline_zero_bubble import jobs_zbh1
+
+        jobs = {"1F1B": jobs_1f1b, "ZBH1": jobs_zbh1, "VPP": lambda n, p, s: jobs_vpp(n, p, s, 2)}[mode]
+        try:
+            jobs(micro_batches, len(meshes), 0)
+        except DiagnosticError as e:
+            raise ctx.located(_at_last_stage(prog, len(meshes), e.message), prog.filename) from None
+    return [tuple(m.process_ids) for m in meshes]
+
+
+def _at_last_stage(prog: Program, stages: int, message: str) -> DiagnosticError:
+    """``message`` at the first parameter of the last stage mesh to appear in ``prog``."""
+    seen: list[tuple[int, ...]] = []
+    for op in prog.block.ops:
+        d = op.results[0].dist_attr if op.name == ops.PARAMETER and op.results else None
+        if d is not None and tuple(d.mesh.process_ids) not in seen:
+            seen.append(tuple(d.mesh.process_ids))
+            if len(seen) == stages and op.loc is not None:
+                shown = ", ".join(str(list(ids)) for ids in seen[:8]) + (", ..." if stages > 8 else "")
+                return DiagnosticError(message, op.loc[0], op.loc[1], notes=[
+                    f"{stages} stages: the meshes of the parameters ({shown} as they appear); this parameter's "
+                    f"is the last to appear (--acc-steps sets the micro-batches)"])
+    return DiagnosticError(message)
+
+
 def stage_of(prog: Program, rank: int) -> tuple[int, int]:
     """(the rank's pipeline stage, the number of stages)."""
     meshes = stage_meshes(prog)

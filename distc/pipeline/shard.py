@@ -325,9 +325,9 @@ class ShardPipeline:
             check_sharding_degree(prog, ctx.stats.sharding_axis, o.mesh_dims, prog.filename or "<input>", ctx.warn)
         self.prepared = Prepared(prog, ctx, before, after, layouts, ran, list(ctx.notes))
         if o.scheduled:
-            from ..passes.pipeline_schedule import stage_meshes
+            from ..passes.pipeline_schedule import stage_ranks  # (too few micro-batches: its located error)
 
-            self.prepared.stages = [tuple(m.process_ids) for m in stage_meshes(prog)]
+            self.prepared.stages = stage_ranks(prog, o.pp_schedule, o.acc_steps, ctx)
         return self.prepared
 
     # -- one rank ---------------------------------------------------------------------------------
