@@ -114,20 +114,28 @@ def test_two_micro_batches_too_few(case, mode, needs):
         shard_ranks(_source(case, mode), options=o)
 
 
-# what distc says where Paddle refuses: too few micro-batches for 1F1B, and VPP on a program not
-# placed in chunks (Paddle refuses VPP on pp4 before printing any program; distc gets the 1F1B one)
+# what distc says where Paddle refuses: too few micro-batches for 1F1B (Paddle's reason too), and
+# VPP on a program not placed in chunks: distc's own reason, not Paddle's.  Paddle refuses VPP on pp4
+# while it assigns the chunks (a cross-mesh reshard it has no function for), before it prints any
+# program, so the only pp4 program there is, the 1F1B one, has every chunk_id -1; distc does not
+# place layers in chunks itself, so it does not build VPP on pp4 from it (README, schedules).
 _DISTC_REFUSES = {"1F1B": "at least as many micro-batches as pipeline",
                   "VPP": "the chunk_id of op 'pd_op.embedding' is not set (Paddle: 'Please check the chunk_id setting')"}
 
 
 @pytest.mark.parametrize("case,mode,acc,stage", sorted(REFUSED))
 def test_refused_cells_refused_by_distc(case, mode, acc, stage):
-    """Every cell Paddle refuses: distc refuses it too, no plan: VPP at the first op without a chunk
-    (file:line:col), 1F1B's too few micro-batches the whole file's (``FILE: error: ...``)."""
+    """Every cell Paddle refuses: distc refuses it too, no plan, at a line of the input: VPP at the
+    first op without a chunk (the input has none: its own reason, not Paddle's cross-mesh reshard),
+    1F1B's too few micro-batches at the op that fixes the pp degree."""
     from distc.pipeline import ShardOptions, shard_ranks
     from distc.syntax.diagnostics import DiagnosticError
 
+    src = _source(case, "1F1B")
+    if mode == "VPP":
+        assert set(re.findall(r"chunk_id:(-?\d+)", str(src))) == {"-1"}  # placed in no chunk
     o = ShardOptions(stage=int(stage[1]), mesh_dims=S.MESH_DIMS[case], pp_schedule=mode, acc_steps=acc)
     with pytest.raises(DiagnosticError, match=re.escape(_DISTC_REFUSES[mode])) as err:
-        shard_ranks(_source(case, "1F1B"), options=o)
-    assert err.value.filename and (mode == "1F1B" or err.value.line), err.value.render()
+        shard_ranks(src, options=o)
+    assert err.value.filename and err.value.line, err.value.render()
+    assert "CrossMesh" not in err.value.render()
