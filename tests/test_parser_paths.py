@@ -51,9 +51,14 @@ def test_program_keyword_arguments_on_the_fast_path():
 
 
 def _fast_only(text):
-    """The fast path alone (no silent fallback to the grammar)."""
-    prog = FastParser().parse(text, None)
+    """The fast path alone (no silent fallback to the grammar); the numbering and key order it
+    found while reading are those a walk of the program finds."""
+    fp = FastParser()
+    prog = fp.parse(text, None)
     prog.style = detect_style(text, prog)
+    if fp.facts is not None:
+        assert fp.facts == (prog.style.renumber, prog.style.sorted_attrs)
+        assert detect_style(text, prog, fp.facts) == prog.style
     return prog
 
 
@@ -196,10 +201,11 @@ def test_generated_programs_roundtrip_and_paths_agree(text):
 
 def test_op_match_reads_lines_as_the_op_regex_does():
     """The fast path's hand-written op-line reader agrees with the regex it replaces (greedy
-    attributes and input types, trailing blanks, tabs, separators inside strings)."""
+    attributes and input types, trailing blanks, tabs, separators inside strings), and reads only
+    lines whose result and operand lists are lists of values (the builder splits them unchecked)."""
     import random
 
-    from distc.syntax.parser.fast import _OP, op_match
+    from distc.syntax.parser.fast import _OP, _OPERANDS, _RESULTS, op_match
 
     base = [
         '(%1) = "pd_op.add" [id:3] (%a, %b) {x:"} : (",y:1} : (f32, f32) -> f32',
@@ -216,8 +222,34 @@ def test_op_match_reads_lines_as_the_op_regex_does():
             i = rnd.randint(0, len(line))
             line = line[:i] + rnd.choice(pieces) + line[i:]
         lines.append(line)
-    for line in lines:
+    def want(line):  # the regex's groups where its value lists are lists of values
         m = _OP.fullmatch(line)
-        assert op_match(line) == (m.groups() if m else None), line
+        if m is None or (m[2] and not _RESULTS.fullmatch(m[2])) or (m[5] and not _OPERANDS.fullmatch(m[5])):
+            return None
+        return m.groups()
+
+    checked = 0
+    for line in lines:
+        w = want(line)
+        checked += w is not None
+        assert op_match(line) == w, line
         pad = "zz" + line + "\nyy"
-        assert op_match(pad, 2, 2 + len(line)) == (m.groups() if m else None), line
+        assert op_match(pad, 2, 2 + len(line)) == w, line
+    assert checked > 5000
+    assert op_match('(%1 x) = "pd_op.f" (%a) {} : (f32) -> f32') is None  # (a value list of the loose regex)
+    assert op_match('(%1) = "pd_op.f" (%a,%b) {} : (f32, f32) -> f32') is None
+
+
+@pytest.mark.parametrize("body", [
+    '(%0) = "pd_op.full" () {b:1,a:2} : () -> tensor<f32>\n    (%1) = "pd_op.relu" (%0) {a:1} : (tensor<f32>) -> tensor<f32>',
+    '(%0) = "pd_op.data" () {name:"x",a:1} : () -> tensor<f32>\n    (%1) = "pd_op.data" () {name:"y",a:1} : () -> tensor<f32>',
+    '(%0) = "pd_op.full" () {a:1} : () -> tensor<f32>\n    (%2) = "pd_op.relu" (%0) {a:1} : (tensor<f32>) -> tensor<f32>',
+    '(%x) = "pd_op.full" () {a:1} : () -> tensor<f32>\n    (%0, %1) = "pd_op.split" (%x) {a:1} : (tensor<f32>) -> tensor<f32>, tensor<f32>',
+    '(%0) = "pd_op.full" () {a:1} : () -> tensor<f32>\n    (%1, %1x) = "pd_op.split" (%0) {a:1} : (tensor<f32>) -> tensor<f32>, tensor<f32>',
+])
+def test_style_found_while_reading_is_the_walks(body):
+    """The numbering and key order the fast path finds while reading (unsorted keys, read or left
+    unread; a number skipped; plain names; a name that is not one) are what a walk finds."""
+    text = "{\n    " + body + "\n}\n"
+    fast = _fast_only(text)
+    assert print_program(fast) == text

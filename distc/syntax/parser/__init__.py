@@ -157,9 +157,12 @@ def _parse_one(text: str, filename, fast: bool, progress, newline: str,
 def _parse_one_body(text: str, filename, fast: bool, progress, newline: str,
                     fast_parser: FastParser | None) -> Program:
     prog = None
+    facts = None
     if fast:
         try:
-            prog = (fast_parser or FastParser()).parse(text, filename, progress)
+            fp = fast_parser or FastParser()
+            prog = fp.parse(text, filename, progress)
+            facts = fp.facts
         except _Resume as r:  # the grammar reads on from the line the fast path does not know
             try:
                 try:
@@ -181,14 +184,16 @@ def _parse_one_body(text: str, filename, fast: bool, progress, newline: str,
             prog = FullParser().parse(check_nesting(text), filename)
         except DiagnosticError as e:
             raise e.located(filename, text) from None
-    prog.style = detect_style(text, prog)
+    prog.style = detect_style(text, prog, facts)
     prog.style.newline = newline
     return prog
 
 
-def detect_style(text: str, prog: Program) -> Style:
+def detect_style(text: str, prog: Program, facts: tuple[bool, bool] | None = None) -> Style:
     """The print style of ``text``, parsed as ``prog`` (attribute texts the parser left unread
-    are not read: their parse knows whether any has its keys out of order)."""
+    are not read: their parse knows whether any has its keys out of order).  ``facts``: the
+    numbering and key order (``renumber``, ``sorted_attrs``) as the fast path found them while
+    reading (:attr:`FastParser.facts`), else they are found here, walking the program."""
     s = Style()
     head = text[:200_000]
     s.typed_attrs = any(t in head for t in ("(Int32)", "(Int64)", "(pd_op.", "(Float)", "(Double)", "(Bool)"))
@@ -202,6 +207,20 @@ def detect_style(text: str, prog: Program) -> Style:
     if has_dist and "process_ids:" not in head.split("pd_dist.tensor<", 1)[1][:300]:
         s.dist_form = "nopids"
     s.double_fill = "(Float)" not in head or "(Double)" in head
+    if facts is not None:
+        s.renumber, s.sorted_attrs = facts
+    else:
+        s.renumber, s.sorted_attrs = _numbering(prog)
+    for op in prog.block.ops:
+        if op.indent is not None:
+            s.indent = op.indent or "    "
+            break
+    return s
+
+
+def _numbering(prog: Program) -> tuple[bool, bool]:
+    """Whether the numbered results of ``prog`` are %0, %1, ... in order (the others plain
+    names), and whether the keys of every attribute dict are sorted."""
     sorted_ok = True
     canonical = True  # the numbered results are %0, %1, ... in order, the others plain names
     n = 0
@@ -231,13 +250,7 @@ def detect_style(text: str, prog: Program) -> Style:
                     break
         elif not sorted_ok:
             break
-    s.sorted_attrs = sorted_ok
-    s.renumber = canonical
-    for op in prog.block.ops:
-        if op.indent is not None:
-            s.indent = op.indent or "    "
-            break
-    return s
+    return canonical, sorted_ok
 
 
 _NAMED = re.compile(r"[A-Za-z_][\w.@]*")

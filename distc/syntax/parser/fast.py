@@ -14,7 +14,10 @@ from .leaves import (
     check_nesting,
 )
 from .names import Builder
-from .texts import Cache as _Cache, Unread, dist_item, from_skeleton, keep_skeleton, skeleton_of, kwarg_lines as _kwarg_lines, split_plain as _split_plain
+from .texts import (
+    Cache as _Cache, Unread, dist_item, from_skeleton, joined_line, keep_skeleton, kwarg_lines as _kwarg_lines,
+    skeleton_of, split_plain as _split_plain,
+)
 
 
 def lark_parser():
@@ -43,7 +46,13 @@ _OP = re.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
     re.S,  # an op line may hold raw newlines inside strings (joined lines)
 )
-_OP_HEAD = re.compile(r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{')
+_V = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
+_VN = rf"(?:{_V}|<<NULL VALUE>>)"
+# the result and operand lists are read here, checked: one way to match, possessive (*+: no
+# backtracking state kept per item; a list of 800,000 results took 30x its size in the regex
+# engine's stack otherwise)
+_OP_HEAD = re.compile(rf'([ \t]*)\(((?:{_V}(?:, {_V})*+)?)\) = "([^"]+)"(?: \[id:(\d+)\])? '
+                      rf'\(((?:{_VN}(?:, {_VN})*+)?)\) \{{')
 
 
 def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
@@ -103,6 +112,10 @@ class FastParser:
         self.known_types: dict = {}  # types and meshes by spelling, across type lists
         self._lark_inst = None
         self.unread = Unread(self)  # what the ops of the current parse left unread ask
+        self.unsorted: dict[int, dict] = {}  # id -> the attribute dicts read whose keys are out of order
+        # (the print style's numbering and key order, found while reading a program of ordinary op
+        # lines: see detect_style), or None
+        self.facts: tuple[bool, bool] | None = None
 
     @property
     def _lark(self):
@@ -138,6 +151,8 @@ class FastParser:
         if plain:
             d = from_skeleton(self.skeletons, text)
             if d is not None:
+                if list(d) != sorted(d):
+                    self.unsorted[id(d)] = d
                 dicts.keep(text, d)
                 return d
         d = {}
@@ -152,6 +167,8 @@ class FastParser:
             if k in d:
                 raise _Fallback
             d[k] = v
+        if list(d) != sorted(d):
+            self.unsorted[id(d)] = d
         dicts.keep(text, d)
         if plain:
             keep_skeleton(self.skeletons, text, d)
@@ -231,6 +248,7 @@ class FastParser:
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
         self.unread = Unread(self)
+        self.facts = None
         try:
             return self._parse(text, filename, progress)
         finally:
@@ -268,6 +286,9 @@ class FastParser:
         unread = self.attr_dict_or_unread
         reader = self.unread
         build = b.build_line
+        unsorted = self.unsorted
+        sorted_ok = True
+        regular = True  # every op read by build_line (what the facts are found for)
         step = max(1 << 16, n // 100)
         next_report = step
         last = (i, pos)  # the last top-level op line read: where the grammar resumes at the end
@@ -284,7 +305,7 @@ class FastParser:
             m = OP(line)
             span = 1
             if m is None and '"' in line and not _TRIVIA.fullmatch(line) and not REG(line):
-                m, e = _joined(text, pos, e, OP)  # raw newlines inside a string
+                m, e = joined_line(text, pos, e, OP)  # raw newlines inside a string
                 if m is not None:
                     line = text[pos:e]
                     span = line.count("\n") + 1
@@ -294,8 +315,11 @@ class FastParser:
                 name, ind = intern(name), intern(ind)  # one string for every op of a name, an indent
                 try:
                     if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
-                        op = build(_names(res), name, int(oid) if oid else None, _operand_names(opnds),
-                                   unread(attrs), types(tin), types(tout or ""), i + 1, ind, line, block, reader)
+                        d = unread(attrs)
+                        op = build(res, name, int(oid) if oid else None, opnds,
+                                   d, types(tin), types(tout or ""), i + 1, ind, line, block, reader)
+                        if unsorted and d is not None and id(d) in unsorted:
+                            sorted_ok = False
                         if pre:
                             op.pre = pre
                             pre = []
@@ -305,6 +329,7 @@ class FastParser:
                         pos = e + 1
                         continue
                     else:
+                        regular = False
                         t_in, t_out = types(tin), types(tout or "")
                         tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)
                         op = b.build(
@@ -351,6 +376,7 @@ class FastParser:
                     nxt = text[pos: e2 if e2 >= 0 else n]
                     raise Refused(f"regions nested more than {MAX_NESTING} deep (Paddle nests a few)", i + 1,
                                   len(nxt) - len(nxt.lstrip(" \t")) + 1)
+                regular = False
                 stack.append((m.groups(), [], block, line, pre, i))
                 pre = []
                 region = Region()
@@ -414,6 +440,8 @@ class FastParser:
             raise _Resume(prog, b, *last, pre, at_end=True)
         if stack:
             raise _Fallback
+        if regular:
+            self.facts = b.canonical, sorted_ok and not reader.unsorted
         return prog
 
 
@@ -425,27 +453,6 @@ def _in_line(e: Refused, line: str, line_no: int) -> Refused:
     return e
 
 
-_OP_START = re.compile(r'\n(?=[ \t]*\([^()\n]*\) = "|[ \t]*\})')
-
-
-def _joined(text: str, pos: int, e: int, OP):
-    """An op whose strings hold raw newlines, read on over the following lines: (match, end offset).
-    The op ends on a line holding a quote (its last string's closing one), before the next line
-    that starts an op or closes a block; the last such line is tried first."""
-    nxt = _OP_START.search(text, e)
-    limit = nxt.start() if nxt is not None else len(text)
-    q = text.rfind('"', e, limit)
-    while q >= 0:
-        end = text.find("\n", q, limit)
-        end = limit if end < 0 else end
-        m = OP(text, pos, end)
-        if m is not None:
-            return m, end
-        q = text.rfind('"', e, text.rfind("\n", e, q) + 1)
-    return None, e
-
-
-_V = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
 _ONE_VALUE = re.compile(r"%([^\s,()\[\]{}<>=:]+)")
 _ONE_OPERAND = re.compile(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
 # one check for the whole list, not one per value; possessive (*+): no backtracking state kept per
@@ -455,24 +462,6 @@ _OPERANDS = re.compile(f"(?:{_V}|<<NULL VALUE>>)(?:, (?:{_V}|<<NULL VALUE>>))*+"
 
 
 _FEW = 4096  # characters of value names on an op line up to which they are read as one list
-
-
-def _names(text: str) -> list[str]:
-    """The result names of an ordinary op line, without '%' (else _Fallback)."""
-    if not text:
-        return []
-    if _RESULTS.fullmatch(text) is None:
-        raise _Fallback
-    return [r[1:] for r in text.split(", ")]
-
-
-def _operand_names(text: str) -> list[str | None]:
-    """The operand names of an ordinary op line, without '%' (None: <<NULL VALUE>>)."""
-    if not text:
-        return []
-    if _OPERANDS.fullmatch(text) is None:
-        raise _Fallback
-    return [None if o == "<<NULL VALUE>>" else o[1:] for o in text.split(", ")]
 
 
 class _Named:

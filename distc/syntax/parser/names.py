@@ -3,6 +3,8 @@ value scopes, operand/result checks, block arguments learnt at their first use).
 
 from __future__ import annotations
 
+import re
+
 from ...ir.core import BlockArgument, Block, Operation, OpResult, Value
 from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
@@ -14,6 +16,10 @@ class Builder:
     def __init__(self) -> None:
         self.scopes: list[dict[str, Value]] = [{}]
         self.top: Block | None = None
+        # the results read by build_line are %0, %1, ... in order, the others plain names (the
+        # print style's ``renumber``: see distc.syntax.parser.detect_style)
+        self.canonical = True
+        self.numbered = 0
 
     def push(self) -> None:
         self.scopes.append({})
@@ -96,63 +102,94 @@ class Builder:
             self.define(rname, r, rl, rc)
         return op
 
-    def build_line(self, results: list[str], name: str, op_id: int | None, operands: list[str | None],
-                   attrs: dict | None, in_types: list, out_types: list, line: int, indent: str, src: str,
-                   block: Block, reader=None) -> Operation:
+    def build_line(self, res: str, name: str, op_id: int | None, opnds: str, attrs: dict | None,
+                   in_types: list, out_types: list, line: int, indent: str, src: str, block: Block,
+                   reader=None) -> Operation:
         """:meth:`build` for the fast path's ordinary op line (``sig`` "full", no regions, no
-        keywords, no inline block arguments), with the least work: names are given without
-        ``%`` (``None``: ``<<NULL VALUE>>``); the op keeps ``src`` as its clean source line and is
-        appended to ``block``; ``attrs`` None leaves its attribute text unread until asked
-        (``reader.read_attrs(src)`` reads it then).  Anything wrong raises (the fast path then lets the grammar read
-        the line again, for its located message); nothing is defined or appended then."""
+        keywords, no inline block arguments), with the least work: ``res`` and ``opnds`` are the
+        line's result and operand lists as printed (``%a, %b``; operands also ``<<NULL VALUE>>``),
+        already checked by the line's regular expression; the op keeps ``src`` as its clean source
+        line and is appended to ``block``; ``attrs`` None leaves its attribute text unread until
+        asked (``reader.read_attrs(src)`` reads it then).  Anything wrong raises (the fast path
+        then lets the grammar read the line again, for its located message); nothing is defined,
+        used or appended then."""
+        results = res[1:].split(", %") if res else ()
+        if not opnds:
+            operands: list | tuple = ()
+        elif "<" in opnds:  # (no value name holds '<')
+            operands = [None if o == "<<NULL VALUE>>" else o[1:] for o in opnds.split(", ")]
+        else:
+            operands = opnds[1:].split(", %")  # (no value name holds ',' or ' ')
         if len(out_types) != len(results) or len(in_types) != len(operands):
             return self.build([(r, line, 0) for r in results], name, op_id,  # (raises: the counts differ)
                               [(o, None, line, 0) for o in operands], attrs, in_types, out_types, "full", (), line,
                               len(indent) + 1)
         scopes = self.scopes
-        top = scopes[0] if len(scopes) == 1 else None
-        values: list[Value | None] = []
-        for i, vname in enumerate(operands):
-            if vname is None:
-                if in_types[i] is not NULL_TYPE:
-                    raise ValueError(vname)
-                values.append(None)
-                continue
-            v = top.get(vname) if top is not None else self.lookup(vname)
-            if v is None:
-                raise ValueError(vname)
-            t = in_types[i]
-            if t is not v._type:
-                if v._type is NULL_TYPE and _untyped(v):
-                    v._type = t
-                elif t != v._type:
-                    raise ValueError(vname)
-            values.append(v)
-        for rname in results:
-            if (top.get(rname) if top is not None else self.lookup(rname)) is not None:
-                raise ValueError(rname)
-        if len(results) > 1 and len(set(results)) != len(results):
-            raise ValueError(name)
+        get = scopes[0].get if len(scopes) == 1 else self.lookup
         # the object ``Operation(name, values, out_types, attrs, op_id=..., result_names=...)``
         # builds, with ``loc``, ``src`` and ``indent`` set, made with the least work (a dump is
         # many thousands of ops): slot by slot, as ``Operation.__init__`` fills them (shared empty
         # tuples where it keeps them)
         op = _NEW(Operation)
+        values: list[Value | None] = []
+        i = 0
+        try:
+            for vname, t in zip(operands, in_types):
+                if vname is None:
+                    if t is not NULL_TYPE:
+                        raise ValueError(vname)
+                    values.append(None)
+                    i += 1
+                    continue
+                v = get(vname)
+                if v is None:
+                    raise ValueError(vname)
+                if t is not v._type:
+                    if v._type is NULL_TYPE and _untyped(v):
+                        v._type = t
+                    elif t != v._type:
+                        raise ValueError(vname)
+                if v.uses:  # (_add_use, inline)
+                    v.uses.append((op, i))
+                else:
+                    v.uses = [(op, i)]
+                values.append(v)
+                i += 1
+            for rname in results:
+                if get(rname) is not None:
+                    raise ValueError(rname)
+            if len(results) > 1 and len(set(results)) != len(results):
+                raise ValueError(name)
+        except ValueError:
+            for k, v in enumerate(values):  # (the uses added so far)
+                if v is not None:
+                    v.uses.remove((op, k))
+            raise
         op.name = name
         op.op_id = op_id
         op._operands = values if values else ()
         op.operand_keywords = ()
         scope = scopes[-1]
-        res = []
-        for i, t in enumerate(out_types):
+        res_ = []
+        for rname, t in zip(results, out_types):
             r = _NEW(OpResult)
             r._type = t
             r.uses = ()
-            r.name = rname = results[i]
+            r.name = rname
             r.op = op
-            res.append(r)
+            res_.append(r)
             scope[rname] = r
-        op.results = res
+        if self.canonical:
+            for rname in results:
+                if rname.isdigit():
+                    if rname != str(self.numbered):
+                        self.canonical = False
+                        break
+                    self.numbered += 1
+                elif not _NAMED.fullmatch(rname):
+                    self.canonical = False
+                    break
+        op.results = res_
         op._attrs = attrs
         op._as_read = True
         op._reader = reader
@@ -165,19 +202,23 @@ class Builder:
         op.pre = ()
         op.dirty = False
         op.sig = "full"
-        for i, v in enumerate(values):  # (_add_use, inline)
-            if v is not None:
-                if v.uses:
-                    v.uses.append((op, i))
-                else:
-                    v.uses = [(op, i)]
-        op.parent = None
-        op._prev = op._next = None
-        block.append(op)
+        # (block.append, inline)
+        op.parent = block
+        last = block._last
+        op._prev = last
+        op._next = None
+        if last is None:
+            block._first = op
+        else:
+            last._next = op
+        block._last = op
+        block._len += 1
+        block._cache = None
         return op
 
 
 _NEW = object.__new__
+_NAMED = re.compile(r"[A-Za-z_][\w.@]*")
 
 
 def _untyped(v: Value) -> bool:

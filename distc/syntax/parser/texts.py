@@ -111,6 +111,26 @@ def kwarg_lines(text: str, pos: int, i: int) -> list | None:
     return out or None
 
 
+_OP_START = re.compile(r'\n(?=[ \t]*\([^()\n]*\) = "|[ \t]*\})')
+
+
+def joined_line(text: str, pos: int, e: int, OP):
+    """An op whose strings hold raw newlines, read on over the following lines: (match, end offset).
+    The op ends on a line holding a quote (its last string's closing one), before the next line
+    that starts an op or closes a block; the last such line is tried first."""
+    nxt = _OP_START.search(text, e)
+    limit = nxt.start() if nxt is not None else len(text)
+    q = text.rfind('"', e, limit)
+    while q >= 0:
+        end = text.find("\n", q, limit)
+        end = limit if end < 0 else end
+        m = OP(text, pos, end)
+        if m is not None:
+            return m, end
+        q = text.rfind('"', e, text.rfind("\n", e, q) + 1)
+    return None, e
+
+
 CACHE_TEXT = 1 << 16  # longer texts are not kept in the caches (a 20 MB string would stay)
 
 
