@@ -118,36 +118,45 @@ class _Printer:
     def ops(self, ops, indent: str) -> None:
         """:meth:`op` for each op; an unchanged op of a renumbered program (most of a parsed
         one) is printed right here: its results take the next numbers, and if those are the
-        ones it has and its operands kept theirs, its source line is its text."""
+        ones it has and its operands kept theirs, its source line is its text (while no value
+        has been renamed, no operand can have been: they are not looked at)."""
         out = self.out
         names = self.names
         pending = self.inline_pending
         fast = self.style.renumber and not self.canonical
         marks = self.marks
+        counter = self.counter
         for op in ops:
             if marks is not None and id(op) in marks:
                 marks[id(op)] = len(out) + len(op.pre)
             if not fast or op.src is None or op.dirty or op.pre or op.regions:
+                self.counter = counter
                 self.op(op, indent)
+                counter = self.counter
                 continue
             clean = True
             for r in op.results:  # (_name_result, inline)
                 n = r.name
                 if n is None or n.isdigit():
-                    pn = str(self.counter)
-                    self.counter += 1
+                    pn = str(counter)
+                    counter += 1
                     if pn != n:
                         names[r] = pn
                         clean = False
             if clean:
-                for v in op._operands:
-                    if v is not None and (v in names or (pending and id(v) in pending)):
-                        clean = False
-                        break
+                if names or pending:
+                    for v in op._operands:
+                        if v is not None and (v in names or (pending and id(v) in pending)):
+                            clean = False
+                            break
+                    else:
+                        out.append(op.src)
+                        continue
                 else:
                     out.append(op.src)
                     continue
             out.append(self.renamed_line(op, op.indent if op.indent is not None else indent))
+        self.counter = counter
 
     def _arg_text(self, a: BlockArgument) -> str:
         pn = self.names.get(a, a.name)

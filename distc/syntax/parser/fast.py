@@ -13,7 +13,7 @@ from .leaves import (
     _BRACES, MAX_NESTING, Refused, _fast_op_dist, _fast_type_list, _number_list, _simple_item, _split_general,
     check_nesting,
 )
-from .names import Builder
+from .names import OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named
 from .texts import (
     Cache as _Cache, Unread, dist_item, from_skeleton, joined_line, keep_skeleton, kwarg_lines as _kwarg_lines,
     skeleton_of, split_plain as _split_plain,
@@ -46,8 +46,7 @@ _OP = re.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
     re.S,  # an op line may hold raw newlines inside strings (joined lines)
 )
-_V = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
-_VN = rf"(?:{_V}|<<NULL VALUE>>)"
+_V, _VN = VALUE, VALUE_OR_NULL
 # the result and operand lists are read here, checked: one way to match, possessive (*+: no
 # backtracking state kept per item; a list of 800,000 results took 30x its size in the regex
 # engine's stack otherwise)
@@ -63,8 +62,11 @@ def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
     if end is None:
         end = len(text)
     m = _OP_HEAD.match(text, pos, end)
-    if m is None:
-        return None
+    return None if m is None else op_tail(text, m, end)
+
+
+def op_tail(text: str, m: re.Match, end: int) -> tuple | None:
+    """:func:`op_match` of a line whose head ``m`` read (up to ``end``)."""
     h = m.end()
     k = text.rfind("} : (", h, end)
     while k >= 0:
@@ -105,6 +107,10 @@ class FastParser:
     def __init__(self) -> None:
         self.types = _Cache()
         self.attr_dicts = _Cache()
+        # the text of an op line after its head (attributes and types), without strings -> the
+        # (attribute dict or None, input types, output types) read from it: a dump's compute ops
+        # of one kind repeat theirs, layer after layer
+        self.tails = _Cache()
         self.items = _Cache()
         self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
@@ -280,6 +286,8 @@ class FastParser:
         stack: list[tuple] = []  # (header fields, regions, current block) for open region ops
         block = prog.block
         OP = op_match
+        HEAD = _OP_HEAD.match
+        tails = self.tails
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
@@ -302,7 +310,14 @@ class FastParser:
             if e < 0:
                 e = n
             line = text[pos:e]
-            m = OP(line)
+            got = None
+            hm = HEAD(line)
+            if hm is not None:
+                tail = line[hm.end():]
+                got = tails.get(tail)
+                m = (*hm.groups(), None, None, None) if got is not None else op_tail(line, hm, len(line))
+            else:
+                m = tail = None
             span = 1
             if m is None and '"' in line and not _TRIVIA.fullmatch(line) and not REG(line):
                 m, e = joined_line(text, pos, e, OP)  # raw newlines inside a string
@@ -315,9 +330,14 @@ class FastParser:
                 name, ind = intern(name), intern(ind)  # one string for every op of a name, an indent
                 try:
                     if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
-                        d = unread(attrs)
+                        if got is not None:
+                            d, t_in, t_out = got
+                        else:
+                            d, t_in, t_out = unread(attrs), types(tin), types(tout or "")
+                            if span == 1 and tail is not None and '"' not in tail:
+                                tails.keep(tail, (d, t_in, t_out))
                         op = build(res, name, int(oid) if oid else None, opnds,
-                                   d, types(tin), types(tout or ""), i + 1, ind, line, block, reader)
+                                   d, t_in, t_out, i + 1, ind, line, block, reader)
                         if unsorted and d is not None and id(d) in unsorted:
                             sorted_ok = False
                         if pre:
@@ -330,6 +350,8 @@ class FastParser:
                         continue
                     else:
                         regular = False
+                        if got is not None:
+                            attrs, tin, tout = op_tail(line, hm, len(line))[5:]
                         t_in, t_out = types(tin), types(tout or "")
                         tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)
                         op = b.build(
@@ -453,37 +475,4 @@ def _in_line(e: Refused, line: str, line_no: int) -> Refused:
     return e
 
 
-_ONE_VALUE = re.compile(r"%([^\s,()\[\]{}<>=:]+)")
-_ONE_OPERAND = re.compile(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
-# one check for the whole list, not one per value; possessive (*+): no backtracking state kept per
-# item (a list of 800,000 results took 30x its size in the regex engine's stack)
-_RESULTS = re.compile(f"{_V}(?:, {_V})*+")
-_OPERANDS = re.compile(f"(?:{_V}|<<NULL VALUE>>)(?:, (?:{_V}|<<NULL VALUE>>))*+")
-
-
 _FEW = 4096  # characters of value names on an op line up to which they are read as one list
-
-
-class _Named:
-    """The ``(name, line, col)`` of each result (operands: ``(name, None, line, col)``) of an op
-    line, read one at a time as the builder asks for them: an op of 800,000 results is not a list
-    of 800,000 tuples and names at once."""
-
-    __slots__ = ("text", "line", "operands")
-
-    def __init__(self, pattern: re.Pattern, text: str, line: int, operands: bool = False) -> None:
-        if pattern.fullmatch(text) is None:
-            raise _Fallback
-        self.text, self.line, self.operands = text, line, operands
-
-    def __len__(self) -> int:
-        return self.text.count(", ") + 1
-
-    def __iter__(self):
-        line = self.line
-        if self.operands:
-            for m in _ONE_OPERAND.finditer(self.text):
-                yield (m.group(1), None, line, 0)
-        else:
-            for m in _ONE_VALUE.finditer(self.text):
-                yield (m.group(1), line, 0)

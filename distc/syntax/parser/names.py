@@ -217,6 +217,42 @@ class Builder:
         return op
 
 
+VALUE = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
+VALUE_OR_NULL = rf"(?:{VALUE}|<<NULL VALUE>>)"
+_ONE_VALUE = re.compile(r"%([^\s,()\[\]{}<>=:]+)")
+_ONE_OPERAND = re.compile(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
+# one check for the whole list, not one per value; possessive (*+): no backtracking state kept per
+# item (a list of 800,000 results took 30x its size in the regex engine's stack)
+RESULTS = re.compile(f"{VALUE}(?:, {VALUE})*+")
+OPERANDS = re.compile(f"{VALUE_OR_NULL}(?:, {VALUE_OR_NULL})*+")
+
+
+class Named:
+    """The ``(name, line, col)`` of each result (operands: ``(name, None, line, col)``) of an op
+    line, read one at a time as :meth:`Builder.build` asks for them: an op of 800,000 results is
+    not a list of 800,000 tuples and names at once.  A text that is not a list of values raises
+    ValueError."""
+
+    __slots__ = ("text", "line", "operands")
+
+    def __init__(self, pattern: re.Pattern, text: str, line: int, operands: bool = False) -> None:
+        if pattern.fullmatch(text) is None:
+            raise ValueError(text[:80])
+        self.text, self.line, self.operands = text, line, operands
+
+    def __len__(self) -> int:
+        return self.text.count(", ") + 1
+
+    def __iter__(self):
+        line = self.line
+        if self.operands:
+            for m in _ONE_OPERAND.finditer(self.text):
+                yield (m.group(1), None, line, 0)
+        else:
+            for m in _ONE_VALUE.finditer(self.text):
+                yield (m.group(1), line, 0)
+
+
 _NEW = object.__new__
 _NAMED = re.compile(r"[A-Za-z_][\w.@]*")
 
