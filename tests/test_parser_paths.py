@@ -68,7 +68,7 @@ DTYPES = ["f32", "f16", "bf16", "i64", "i32", "b", "f64"]
 
 def _rank_of(type_text):
     """The rank written in a type's text (0 for <<NULL TYPE>>)."""
-    if type_text.startswith("<<"):
+    if type_text.startswith(("<<", "vec[")):
         return 0
     body = type_text[type_text.index("<") + 1:].split(",")[0].rstrip(">")
     return body.count("x")
@@ -176,6 +176,12 @@ def program(draw):
             dtype = draw(st.sampled_from(DTYPES))
             out_types.append(draw(dist_type(shape, dtype)) if draw(st.booleans()) else _tensor(shape, dtype, prefix))
             out_ranks.append(len(shape))
+            if draw(st.integers(0, 3)) == 0:  # a vector (builtin.combine): of 0 to 3 of such types
+                elements = [draw(dist_type(shape, dtype)) if draw(st.booleans()) else _tensor(shape, dtype, prefix)
+                            for _ in range(draw(st.integers(0, 3)))]
+                out_types[-1] = "vec[" + ",".join(elements) + "]"
+        if any(t.startswith("vec[") for t in in_types + out_types):
+            keys = [k for k in keys if k != "op_dist_attr"]  # (the generated entries fit tensors)
         in_ranks = [_rank_of(t) for t in in_types]
         attrs = ",".join(f"{k}:{draw(op_dist_attr(in_ranks, out_ranks)) if k == 'op_dist_attr' else draw(ATTR_VALUES)}"
                          for k in keys)
@@ -253,3 +259,22 @@ def test_style_found_while_reading_is_the_walks(body):
     text = "{\n    " + body + "\n}\n"
     fast = _fast_only(text)
     assert print_program(fast) == text
+
+
+@pytest.mark.parametrize("types", [
+    "vec[]", "vec[tensor<2xf32>]", "vec[tensor<2xf32>,tensor<3x4xi64>], tensor<2xf32>",
+    "tensor<2xf32>, vec[<<NULL TYPE>>,tensor<2xf32>]",
+    "vec[pd_dist.tensor<4x2xf32, mesh_shape:[2,2],process_ids:[0,1,2,3],dims_mappings:[1,-1], "
+    "placements:[Replicate(), Shard(dim=0)]>,pd_dist.tensor<4x2xf32, mesh_shape:[2,2],process_ids:[0,1,2,3],"
+    "dims_mappings:[1,-1], placements:[Replicate(), Shard(dim=0)]>], pd_dist.tensor<1xi32, mesh_shape:[2,2],"
+    "process_ids:[0,1,2,3],dims_mappings:[-1], placements:[Replicate(), Replicate()]>",
+])
+def test_vector_types_read_without_the_grammar(types):
+    """``vec[...]`` types (builtin.combine, split_with_num: every reshard output has them) are read
+    by the fast path, as the grammar reads them (loading the grammar is ~0.2 s of a run)."""
+    from distc.syntax.parser.leaves import _fast_type_list
+
+    fast = _fast_type_list(types)
+    assert fast is not None
+    assert fast == FastParser()._lark.parse(types, start="type_list")
+    assert ", ".join(map(str, fast)) == types

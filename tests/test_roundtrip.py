@@ -8,6 +8,7 @@ import pytest
 import distc
 from distc.analysis.verify import verify_values
 from distc.dialects.known_ops import unknown_ops
+from distc.ir.core import Operation
 from distc.syntax.printer import print_program
 
 from conftest import DATA, first_of_each, ir_files, sampled
@@ -33,6 +34,21 @@ def test_roundtrip_fast(path):
     verify_values(prog)  # and no real dump is refused by the value checks (shapes, meshes, optimizer operands)
     # the canonical printer (every op printed anew, no source lines) gives the same bytes
     assert print_program(prog, canonical=True) == s
+    _held_to_the_full_printer_renumbered(prog)
+
+
+def _held_to_the_full_printer_renumbered(prog):
+    """With a new op before all others every numbered value takes the next number: each op that
+    did not change prints as its source line with its values renamed (a substitution on its
+    text), which must be the bytes the full printer gives (every op printed anew)."""
+    first = next((op for op in prog.walk() if op.results), None)
+    if first is None:
+        return
+    new = Operation("pd_op.full", (), [first.results[0].type], {})
+    prog.block.prepend(new)
+    renamed = str(prog)
+    assert renamed == print_program(prog, canonical=True)
+    new.erase()
 
 
 def test_corpus_is_all_there():

@@ -11,7 +11,7 @@ from ...ir import attrs as A
 from ...ir.dist import (
     ATTR_NULL, EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr, null_dist_attr,
 )
-from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType
+from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType, VectorType
 from ..diagnostics import DiagnosticError, line_col
 
 _number = A.number_attr
@@ -191,6 +191,41 @@ def _fast_tdist(m, known: dict | None = None, meshes: dict | None = None) -> "Te
     return attr
 
 
+_BRACKET = re.compile(r"[\[\]]")
+
+
+def _fast_vec(text: str, pos: int, out: list, meshes, known) -> int | None:
+    """``vec[T,T,...]`` at ``pos`` of a type list (``builtin.combine``, ``split_with_num``), its
+    elements read as a type list of their own: its type appended to ``out``, the position after it
+    and its separator returned (None: let the grammar read it)."""
+    depth = 0
+    end = -1
+    for b in _BRACKET.finditer(text, pos + 3):
+        depth += 1 if b.group() == "[" else -1
+        if depth == 0:
+            end = b.start()
+            break
+    if end < 0:
+        return None
+    inner = text[pos + 4:end]
+    if "vec[" in inner or ">, " in inner or inner.endswith(","):
+        return None  # (a vector of vectors, or not its elements' spelling: the grammar says)
+    spelling = text[pos:end + 1]
+    same = known.get(spelling) if known is not None else None
+    if same is None:
+        elements = _fast_type_list(inner.replace(">,", ">, "), meshes, known) if inner else []
+        if elements is None:
+            return None
+        same = VectorType(tuple(elements))
+        if known is not None:
+            known[spelling] = same
+    out.append(same)
+    end += 1
+    if end == len(text):
+        return end
+    return end + 2 if text.startswith(", ", end) else None
+
+
 def _fast_type_list(text: str, meshes: dict | None = None, known: dict | None = None):
     """The common type spellings without the grammar (``None``: let the grammar read it).  Gives
     the same objects as the grammar's ``type`` rules; the differential tests hold it to that.
@@ -204,6 +239,11 @@ def _fast_type_list(text: str, meshes: dict | None = None, known: dict | None = 
     if known is None:
         known = {}  # meshes, and types by spelling (a list of 800,000 equal types is one object)
     while pos < n:
+        if text.startswith("vec[", pos):
+            pos = _fast_vec(text, pos, out, meshes, known)
+            if pos is None:
+                return None
+            continue
         m = _TYPE.match(text, pos)
         if m is None:
             return None
