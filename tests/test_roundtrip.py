@@ -8,6 +8,7 @@ import pytest
 import distc
 from distc.analysis.verify import verify_values
 from distc.dialects.known_ops import unknown_ops
+from distc.ir.attrs import BoolAttr
 from distc.ir.core import Operation
 from distc.syntax.printer import print_program
 
@@ -43,12 +44,29 @@ def _held_to_the_full_printer_renumbered(prog):
     text), which must be the bytes the full printer gives (every op printed anew)."""
     first = next((op for op in prog.walk() if op.results), None)
     if first is None:
-        return
+        return 0
     new = Operation("pd_op.full", (), [first.results[0].type], {})
     prog.block.prepend(new)
     renamed = str(prog)
     assert renamed == print_program(prog, canonical=True)
     new.erase()
+    # parsed ops changed in part print the text of what did not change: the full printer's bytes
+    ops = [op for op in prog.walk() if op.src is not None]
+    retyped = 0
+    types = list({str(r.type): r.type for op in ops for r in op.results}.values())  # (distinct)
+    for k, op in enumerate(ops):
+        if k % 5 == 1:
+            op.dirty = True  # (nothing changed: every piece copied)
+        elif k % 5 == 2:
+            op.set_attr("m_new", BoolAttr(k % 2 == 0))  # an item more, in the printer's key order
+        elif k % 5 == 3 and op.attrs:
+            op.del_attr(next(iter(op.attrs)))  # one item less
+        elif k % 5 == 4 and op.results and len(types) > 1:
+            r = op.results[0]
+            r.type = next(t for t in types[k % len(types):] + types if str(t) != str(r.type))  # retyped, and its uses
+            retyped += 1
+    assert str(prog) == print_program(prog, canonical=True)
+    return retyped
 
 
 def test_corpus_is_all_there():
