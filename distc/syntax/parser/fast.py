@@ -109,8 +109,9 @@ class FastParser:
         self.attr_dicts = _Cache()
         # the text of an op line after its head (attributes and types), without strings -> the
         # (attribute dict or None, input types, output types) read from it: a dump's compute ops
-        # of one kind repeat theirs, layer after layer
-        self.tails = _Cache()
+        # of one kind repeat theirs, layer after layer (it starts small: where they do not repeat,
+        # as in a program of distinct constants, it keeps no copy of them)
+        self.tails = _Cache(64)
         self.items = _Cache()
         self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
@@ -315,7 +316,11 @@ class FastParser:
             if hm is not None:
                 tail = line[hm.end():]
                 got = tails.get(tail)
-                m = (*hm.groups(), None, None, None) if got is not None else op_tail(line, hm, len(line))
+                if got is not None:
+                    tails.hits += 1
+                    m = (*hm.groups(), None, None, None)
+                else:
+                    m = op_tail(line, hm, len(line))
             else:
                 m = tail = None
             span = 1
@@ -353,7 +358,7 @@ class FastParser:
                         if got is not None:
                             attrs, tin, tout = op_tail(line, hm, len(line))[5:]
                         t_in, t_out = types(tin), types(tout or "")
-                        tin = tout = None  # (the text of a list of 800,000 types is not kept while the op is built)
+                        tin = tout = tail = None  # (the text of a list of 800,000 types is not kept while the op is built)
                         op = b.build(
                             _Named(_RESULTS, res, i + 1) if res else [],
                             name, int(oid) if oid else None,
