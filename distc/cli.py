@@ -11,9 +11,7 @@ import sys
 # collections otherwise (~7% of a shard run's start-up).  (``import distc`` itself imports nothing.)
 gc.set_threshold(100_000, 50, 100)
 
-import click
-
-from . import __version__
+from . import __version__, cmdline
 from .driver import (err_console, error_doc, json_requested, load_inputs, load_kept, parse_text, print_error_json,
                      program_option, read_text, reporting, warn_unknown_ops)
 from .outputs import Outputs
@@ -42,45 +40,44 @@ With --json, a command that fails also prints one JSON object on stdout:
 """
 
 
-class _Group(click.Group):
+class _Group(cmdline.Group):
     """The pipeline commands (:mod:`distc.commands`) are imported when they run, not at start."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: cmdline.Context) -> list[str]:
         from .commands import NAMES
 
         return sorted(set(super().list_commands(ctx)) | set(NAMES))
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_commands(self, ctx: cmdline.Context, formatter) -> None:
         """``distc --help``'s list: a pipeline command not imported yet by its summary line
         (:data:`distc.commands.SUMMARY`), so that the list imports none of them."""
         from .commands import SUMMARY
 
-        rows = [(n, super(_Group, self).get_command(ctx, n) or click.Command(n, help=SUMMARY[n]))
+        rows = [(n, super(_Group, self).get_command(ctx, n) or cmdline.Command(n, help=SUMMARY[n]))
                 for n in self.list_commands(ctx)]
         limit = formatter.width - 6 - max(len(n) for n, _ in rows)
         with formatter.section("Commands"):
             formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in rows if not c.hidden])
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+    def get_command(self, ctx: cmdline.Context, name: str) -> cmdline.Command | None:
         from .commands import load
 
         return super().get_command(ctx, name) or load(name)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: cmdline.Context):
         """A usage error of a command given ``--json`` is also one JSON object on stdout."""
-        state = vars(ctx)  # click 8.2+ keeps the command's name in _protected_args, 8.1 in protected_args
-        args = [*state.get("_protected_args", state.get("protected_args", ())), *ctx.args]
+        args = [*ctx.protected_args, *ctx.args]
         try:
             return super().invoke(ctx)
-        except click.ClickException as e:
+        except cmdline.CommandLineError as e:
             if args and json_requested(args[1:], self.get_command(ctx, args[0])):
                 print_error_json(error_doc("usage" if e.exit_code == 2 else "input", e.exit_code, e.format_message()),
                                  args[0])
             raise
 
 
-@click.group(cls=_Group, context_settings=CONTEXT, epilog=EXIT_STATUS)
-@click.version_option(__version__, "-V", "--version", prog_name="distc")
+@cmdline.group(cls=_Group, context_settings=CONTEXT, epilog=EXIT_STATUS)
+@cmdline.version_option(__version__, "-V", "--version", prog_name="distc")
 def main() -> None:
     """distc: read, rewrite and print PaddlePaddle's distributed PIR programs."""
     gc.set_threshold(100_000, 50, 100)  # (again: main() may run in a process that changed it since)
@@ -88,19 +85,19 @@ def main() -> None:
 
 # ----------------------------------------------------------------------------------------- fmt
 @main.command()
-@click.argument("files", nargs=-1, required=True)
-@click.option("-o", "--output", default=None, help="write here instead of stdout (one input only)")
-@click.option("--check", is_flag=True, help="exit 1 with a diff if printing would change a file")
-@click.option("--canonical", is_flag=True, help="print every op anew instead of keeping source lines")
+@cmdline.argument("files", nargs=-1, required=True)
+@cmdline.option("-o", "--output", default=None, help="write here instead of stdout (one input only)")
+@cmdline.option("--check", is_flag=True, help="exit 1 with a diff if printing would change a file")
+@cmdline.option("--canonical", is_flag=True, help="print every op anew instead of keeping source lines")
 @program_option("print only the K-th program of files holding several (1 = first)")
 def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool, program: int | None) -> None:
     """Parse FILES and print them back (byte for byte for Paddle's own dumps; files holding
     several programs, such as GLOG logs, print back whole)."""
     with reporting():
         if output is not None and len(files) > 1:
-            raise click.UsageError("-o takes one input file")
+            raise cmdline.UsageError("-o takes one input file")
         if output is not None and check:
-            raise click.UsageError("--check writes nothing: it compares; drop -o")
+            raise cmdline.UsageError("--check writes nothing: it compares; drop -o")
         # in place (-o FILE of its one input) only when the output holds all of it
         with Outputs(inputs=list(files), in_place=program is None and not check) as out:
             target = None if check else out.add("-o", output or "-")
@@ -135,14 +132,14 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
 
 # ----------------------------------------------------------------------------------------- opt
 @main.command()
-@click.argument("file", default="-")
-@click.option("-p", "--pass-pipeline", "pipeline", required=True, help="e.g. 'shard-optimizer{axis=0},partition,reshard{rank=0}'")
-@click.option("-o", "--output", default=None, help="output file (default stdout)")
-@click.option("--time-passes", is_flag=True, help="print a table of pass timings on stderr")
-@click.option("--no-verify-each", is_flag=True, help="skip the verifier between passes")
-@click.option("--print-ir-after-all", is_flag=True, help="print the program after each pass on stderr")
-@click.option("--json", "as_json", is_flag=True,
-              help="pass timings, collectives and decisions as one line of JSON on stderr")
+@cmdline.argument("file", default="-")
+@cmdline.option("-p", "--pass-pipeline", "pipeline", required=True, help="e.g. 'shard-optimizer{axis=0},partition,reshard{rank=0}'")
+@cmdline.option("-o", "--output", default=None, help="output file (default stdout)")
+@cmdline.option("--time-passes", is_flag=True, help="print a table of pass timings on stderr")
+@cmdline.option("--no-verify-each", is_flag=True, help="skip the verifier between passes")
+@cmdline.option("--print-ir-after-all", is_flag=True, help="print the program after each pass on stderr")
+@cmdline.option("--json", "as_json", is_flag=True,
+                help="pass timings, collectives and decisions as one line of JSON on stderr")
 @program_option("the K-th program of a file holding several (1 = first)")
 def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_verify_each: bool,
         print_ir_after_all: bool, as_json: bool, program: int | None) -> None:
@@ -158,10 +155,10 @@ def opt(file: str, pipeline: str, output: str | None, time_passes: bool, no_veri
             try:
                 passes = parse_pipeline(pipeline)
             except DiagnosticError as e:  # the -p text is an option, not an input file: usage (exit 2)
-                raise click.BadParameter(e.message, param_hint="'-p' / '--pass-pipeline'") from None
+                raise cmdline.BadParameter(e.message, param_hint="'-p' / '--pass-pipeline'") from None
             if not passes:
-                raise click.BadParameter("names no pass (`distc passes` lists them; `distc fmt` prints a program "
-                                         "back unchanged)", param_hint="'-p' / '--pass-pipeline'")
+                raise cmdline.BadParameter("names no pass (`distc passes` lists them; `distc fmt` prints a program "
+                                           "back unchanged)", param_hint="'-p' / '--pass-pipeline'")
             for p in passes:  # the programs pass options name are inputs too
                 for option in type(p).inputs:
                     out.add_input(getattr(p, option) or None)
@@ -241,7 +238,7 @@ def list_passes() -> None:
     for name in sorted(REGISTRY):
         cls = REGISTRY[name]
         opts = ", ".join(f"{f.name}={f.default!r}" for f in option_fields(cls))
-        click.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
+        cmdline.echo(f"{name:22s} {cls.description}" + (f"  [{opts}]" if opts else ""))
 
 
 def run(prog_name: str | None = None) -> None:

@@ -10,8 +10,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-import click
-
+from . import cmdline
 from .ir.core import Program
 from .outputs import SIGNALS, Interrupted, default_signals
 from .syntax.diagnostics import DiagnosticError, Diagnostics, line_col
@@ -201,14 +200,14 @@ def check_pattern(path: str | None, option: str, many: bool, several: str = "--a
         told = "the one field is {rank}" if not extra else "the fields are " + " and ".join(known)
         if bad[0] == "{job}":  # -o 'out/r{rank}.{job}.ir': the job programs have their own option
             told += "; each job program goes to --job-out, e.g. --job-out 'out/r{rank}.{job}.ir'"
-        raise click.UsageError(f"{option} {path!r}: unknown field {bad[0]} ({told})")
+        raise cmdline.UsageError(f"{option} {path!r}: unknown field {bad[0]} ({told})")
     rest = path
     for f in known:
         rest = rest.replace(f, "")
     if rest.count("{") or rest.count("}"):
-        raise click.UsageError(f"{option} {path!r}: a brace outside {' and '.join(known)}")
+        raise cmdline.UsageError(f"{option} {path!r}: a brace outside {' and '.join(known)}")
     if "{rank}" in fields and not many:
-        raise click.UsageError(f"{option} {path!r} has {{rank}}: that is for several ranks ({several})")
+        raise cmdline.UsageError(f"{option} {path!r} has {{rank}}: that is for several ranks ({several})")
 
 
 # ------------------------------------------------------------------ errors, as text and as JSON
@@ -236,7 +235,7 @@ def print_error_json(doc: dict, command: str | None = None) -> None:
         pass
 
 
-def json_requested(args: list[str], command: click.Command | None) -> bool:
+def json_requested(args: list[str], command: cmdline.Command | None) -> bool:
     """Whether a command line asks for ``--json`` (raw arguments: also when they do not parse)."""
     if command is None or not any("--json" in getattr(p, "opts", ()) for p in command.params):
         return False
@@ -250,7 +249,7 @@ def fail(text: str, code: int, doc: dict, diags: Diagnostics | None = None) -> N
         err_console().print(text, markup=False)
     except OSError:  # stderr full or gone: the exit status still tells
         pass
-    ctx = click.get_current_context(silent=True)
+    ctx = cmdline.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("as_json"):
         print_error_json({**doc, "warnings": diags.warnings if diags is not None else []}, ctx.info_name)
     sys.exit(code)
@@ -277,10 +276,10 @@ def reporting() -> Iterator[Diagnostics]:
         fail(e.render(), 1, diagnostic_doc(e), diags)
     except WorkerFailed as e:
         fail(e.message, e.code, e.doc, diags)
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
+    except (cmdline.Exit, cmdline.Abort, cmdline.CommandLineError, SystemExit, KeyboardInterrupt):
         raise
     except Interrupted as e:  # the outputs are rolled back by now; --json still gets its object
-        ctx = click.get_current_context(silent=True)
+        ctx = cmdline.get_current_context(silent=True)
         if ctx is not None and ctx.params.get("as_json"):
             print_error_json(error_doc("interrupted", e.code, f"stopped by {e.name}"), ctx.info_name)
         raise
@@ -288,7 +287,7 @@ def reporting() -> Iterator[Diagnostics]:
         sys.exit(0)
     except MemoryError:  # little memory may be left: no console, no formatting
         say("error: out of memory (a smaller input, --shape or mesh?)")
-        ctx = click.get_current_context(silent=True)
+        ctx = cmdline.get_current_context(silent=True)
         if ctx is not None and ctx.params.get("as_json"):
             print_error_json(error_doc("input", 1, "out of memory"), ctx.info_name)
         sys.exit(1)
@@ -459,4 +458,4 @@ def _child(item, work, r: int, w: int) -> None:
 
 def program_option(help: str):
     """``--program K``: which program of a file holding several (GLOG logs, ``--all-ranks`` output)."""
-    return click.option("--program", type=click.IntRange(min=1), default=None, metavar="K", help=help)
+    return cmdline.option("--program", type=cmdline.IntRange(min=1), default=None, metavar="K", help=help)

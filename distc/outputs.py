@@ -44,8 +44,7 @@ import stat
 import sys
 import time
 
-import click
-
+from . import cmdline
 from .ir.records import field, record
 from .syntax.diagnostics import DiagnosticError
 
@@ -190,9 +189,9 @@ class Outputs:
             return
         src = self._ids[t.ident]
         if t.path == "-":  # `distc fmt X > X`: the shell emptied X before distc could read it
-            raise click.UsageError(f"stdout is the input {src!r}: distc does not overwrite its inputs")
+            raise cmdline.UsageError(f"stdout is the input {src!r}: distc does not overwrite its inputs")
         if not self.in_place:
-            raise click.UsageError(f"{t.option} {t.path!r} is the input {src!r}: distc does not overwrite its inputs")
+            raise cmdline.UsageError(f"{t.option} {t.path!r} is the input {src!r}: distc does not overwrite its inputs")
 
     def add(self, option: str, path: str | None) -> Target | None:
         """Plan one output (``-``: stdout; None: nothing): every check is made now, before any work."""
@@ -227,7 +226,7 @@ class Outputs:
         for k in keys:
             other = self._named.get(k)
             if other is not None:
-                raise click.UsageError(f"{other.option} {other.path!r} and {option} {path!r} name the same file")
+                raise cmdline.UsageError(f"{other.option} {other.path!r} and {option} {path!r} name the same file")
         for k in keys:
             self._named[k] = t
         if not stream:

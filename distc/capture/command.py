@@ -6,8 +6,7 @@ import json
 import shlex
 import sys
 
-import click
-
+from .. import cmdline
 from ..driver import err_console, reporting
 
 EPILOG = """\b
@@ -27,26 +26,26 @@ Paddle version other than 3.3.1, a crash or a timeout (nothing written); 2 usage
 """
 
 
-@click.command("capture", epilog=EPILOG,
-               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
-                                 "help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="-- PYTHON SCRIPT [ARGS]...")
-@click.option("-o", "--out", default="capture", show_default=True,
-              help="the folder to write (an earlier capture there is replaced whole)")
-@click.option("--ranks", "rank_list", default=None, metavar="LIST",
-              help="ranks to capture, e.g. 0-3,6  [default: every rank of the program's meshes]")
-@click.option("--world-size", type=click.IntRange(min=1), default=None,
-              help="PADDLE_TRAINERS_NUM  [default: the program's largest process id + 1]")
-@click.option("--mode", type=click.Choice(["train", "eval", "predict"]), default="train", show_default=True,
-              help="the engine mode whose programs are taken")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="processes at a time  [default: the machine's cores]")
-@click.option("--timeout", type=click.FloatRange(min=1), default=900, show_default=True,
-              help="seconds one rank's process may take")
-@click.option("--all-snapshots", is_flag=True,
-              help="also every other program Paddle passes through (startup.before, after_remove, ...)")
-@click.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
-@click.option("--json", "as_json", is_flag=True, help="the manifest's summary as one line of JSON on stdout")
+@cmdline.command("capture", epilog=EPILOG,
+                 context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
+                                   "help_option_names": ["-h", "--help"], "max_content_width": 100})
+@cmdline.argument("cmd", nargs=-1, type=cmdline.UNPROCESSED, metavar="-- PYTHON SCRIPT [ARGS]...")
+@cmdline.option("-o", "--out", default="capture", show_default=True,
+                help="the folder to write (an earlier capture there is replaced whole)")
+@cmdline.option("--ranks", "rank_list", default=None, metavar="LIST",
+                help="ranks to capture, e.g. 0-3,6  [default: every rank of the program's meshes]")
+@cmdline.option("--world-size", type=cmdline.IntRange(min=1), default=None,
+                help="PADDLE_TRAINERS_NUM  [default: the program's largest process id + 1]")
+@cmdline.option("--mode", type=cmdline.Choice(["train", "eval", "predict"]), default="train", show_default=True,
+                help="the engine mode whose programs are taken")
+@cmdline.option("-j", "--jobs", type=cmdline.IntRange(min=1), default=None,
+                help="processes at a time  [default: the machine's cores]")
+@cmdline.option("--timeout", type=cmdline.FloatRange(min=1), default=900, show_default=True,
+                help="seconds one rank's process may take")
+@cmdline.option("--all-snapshots", is_flag=True,
+                help="also every other program Paddle passes through (startup.before, after_remove, ...)")
+@cmdline.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
+@cmdline.option("--json", "as_json", is_flag=True, help="the manifest's summary as one line of JSON on stdout")
 def command(cmd: tuple[str, ...], out: str, rank_list: str | None, world_size: int | None, mode: str,
             jobs: int | None, timeout: float, all_snapshots: bool, quiet: bool, as_json: bool) -> None:
     """Run a Paddle auto-parallel training script once per rank, on this machine's CPU, and keep
@@ -63,15 +62,15 @@ def command(cmd: tuple[str, ...], out: str, rank_list: str | None, world_size: i
         try:
             command_ = split_command(list(cmd))
         except UsageProblem as e:
-            raise click.UsageError(str(e)) from None
+            raise cmdline.UsageError(str(e)) from None
         ranks = None
         if rank_list is not None:
             ranks = sorted({r for rg in parse_ranks(rank_list) for r in rg})
             if len(ranks) > 4096:
-                raise click.BadParameter(f"{rank_list!r}: over 4096 ranks (one process each)", param_hint="--ranks")
+                raise cmdline.BadParameter(f"{rank_list!r}: over 4096 ranks (one process each)", param_hint="--ranks")
         if world_size is not None and ranks and max(ranks) >= world_size:
-            raise click.BadParameter(f"rank {max(ranks)} is not below the world size {world_size}",
-                                     param_hint="--ranks")
+            raise cmdline.BadParameter(f"rank {max(ranks)} is not below the world size {world_size}",
+                                       param_hint="--ranks")
         progress = _progress if sys.stderr.isatty() and not quiet else None
         doc = capture(command_, out, ranks=ranks, world=world_size, mode=mode, jobs=jobs or default_jobs(),
                       timeout=timeout, all_snapshots=all_snapshots, progress=progress, warn=diags.warn)

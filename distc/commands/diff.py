@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-import click
-
+from .. import cmdline
 from ..driver import load, program_option, read_text, reporting
 from ..outputs import Outputs, write_stdout
 
@@ -26,34 +25,34 @@ Examples:
 """
 
 
-@click.command("diff", epilog=EPILOG)
-@click.argument("file_a", metavar="A")
-@click.argument("file_b", metavar="B")
-@click.option("--exact-rings", is_flag=True,
-              help="compare ring_id attributes as numbers (default: up to a consistent renaming)")
-@click.option("--ignore-attr", "ignore", multiple=True, metavar="NAME",
-              help="ignore this attribute (repeatable), e.g. op_role, stop_gradient")
-@click.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")
-@click.option("--rank", type=click.IntRange(0), default=None,
-              help="the rank the summary counts for (default: from a file name like main.r3.ir, "
-                   "else the lowest rank of the first mesh)")
-@click.option("--no-summary", is_flag=True, help="no collectives/memory summary")
+@cmdline.command("diff", epilog=EPILOG)
+@cmdline.argument("file_a", metavar="A")
+@cmdline.argument("file_b", metavar="B")
+@cmdline.option("--exact-rings", is_flag=True,
+                help="compare ring_id attributes as numbers (default: up to a consistent renaming)")
+@cmdline.option("--ignore-attr", "ignore", multiple=True, metavar="NAME",
+                help="ignore this attribute (repeatable), e.g. op_role, stop_gradient")
+@cmdline.option("--json", "as_json", is_flag=True, help="print the report as one JSON object")
+@cmdline.option("--rank", type=cmdline.IntRange(0), default=None,
+                help="the rank the summary counts for (default: from a file name like main.r3.ir, "
+                     "else the lowest rank of the first mesh)")
+@cmdline.option("--no-summary", is_flag=True, help="no collectives/memory summary")
 @program_option("compare the K-th program of each file (files holding several, e.g. GLOG logs or "
                 "reshard --all-ranks output; default: each program with the one in the same place)")
-@click.option("-q", "--quiet", is_flag=True, help="print nothing; only the exit status")
-@click.option("--html", "html", default=None, metavar="PAGE",
-              help="also write the diff as a self-contained HTML page: the ops side by side, the summary as charts")
+@cmdline.option("-q", "--quiet", is_flag=True, help="print nothing; only the exit status")
+@cmdline.option("--html", "html", default=None, metavar="PAGE",
+                help="also write the diff as a self-contained HTML page: the ops side by side, the summary as charts")
 def command(file_a: str, file_b: str, exact_rings: bool, ignore: tuple[str, ...], as_json: bool,
             rank: int | None, no_summary: bool, program: int | None, quiet: bool, html: str | None) -> None:
     """Compare programs A and B op by op (- is stdin); exit 0 same, 1 different or bad input, 2 usage.
 
     Files holding several programs are compared program by program."""
     if file_a == "-" and file_b == "-":
-        raise click.UsageError("only one of A and B can be stdin")
+        raise cmdline.UsageError("only one of A and B can be stdin")
     if quiet and as_json:
-        raise click.UsageError("--quiet prints nothing; drop --json")
+        raise cmdline.UsageError("--quiet prints nothing; drop --json")
     if html == "-":
-        raise click.UsageError("--html writes a file (stdout has the text report)")
+        raise cmdline.UsageError("--html writes a file (stdout has the text report)")
     with reporting(), Outputs(inputs=[file_a, file_b]) as out:
         page = out.add("--html", html)  # checked before any work (None: no page)
         file_a, file_b, progs_a, progs_b = _inputs(file_a, file_b, program, rank)

@@ -16,8 +16,7 @@ import re
 import sys
 from math import prod
 
-import click
-
+from .. import cmdline
 from ..analysis.verify import INT64_MAX
 from ..dialects import ops
 from ..driver import (check_pattern, check_values, err_console, program_option, read_text, reporting,
@@ -47,9 +46,9 @@ def _ints(text: str | None, what: str, sep: str = ",") -> list[int] | None:
     try:
         vals = [int(t) for t in text.strip().split(sep)]
     except ValueError:
-        raise click.BadParameter(f"{what}: expected integers separated by '{sep}', got {text!r}") from None
+        raise cmdline.BadParameter(f"{what}: expected integers separated by '{sep}', got {text!r}") from None
     if not vals:
-        raise click.BadParameter(f"{what}: empty")
+        raise cmdline.BadParameter(f"{what}: empty")
     return vals
 
 
@@ -63,9 +62,9 @@ def _mesh(shape_text, ids_text, what: str, default=None):
     if shape is None:
         shape = [len(ids)]
     if any(s < 1 for s in shape):
-        raise click.BadParameter(f"--{what}: dims must be positive")
+        raise cmdline.BadParameter(f"--{what}: dims must be positive")
     if prod(shape) > MAX_RANKS or any(i < 0 or i > INT64_MAX for i in ids or ()):
-        raise click.BadParameter(f"--{what}: at most {MAX_RANKS:,} ranks, process ids from 0 to int64's largest")
+        raise cmdline.BadParameter(f"--{what}: at most {MAX_RANKS:,} ranks, process ids from 0 to int64's largest")
     return make_mesh(shape, ids)
 
 
@@ -76,30 +75,30 @@ def _output_path(out: str, rank: int) -> str:
     return f"{root}.r{rank}{ext or '.ir'}"
 
 
-@click.command("reshard", epilog=EPILOG)
-@click.argument("file", required=False)
-@click.option("--rank", type=int, default=0, show_default=True, help="the rank to lower for")
-@click.option("--all-ranks", is_flag=True, help="lower for every rank of the meshes (output per rank)")
-@click.option("-o", "--output", default=None,
-              help="output file (with --all-ranks: NAME.rR.ir per rank, or a '{rank}' pattern)")
-@click.option("--from", "src", default=None, help="explorer: source placements, e.g. 's0' or 'p,s1'")
-@click.option("--to", "dst", default=None, help="explorer: destination placements")
-@click.option("--mesh", default=None, help="explorer: mesh shape, e.g. '2,2' (default 2)")
-@click.option("--mesh-ids", default=None, help="explorer: process ids of the mesh (default 0..n-1)")
-@click.option("--to-mesh", default=None, help="explorer: destination mesh shape (default: --mesh)")
-@click.option("--to-mesh-ids", default=None, help="explorer: destination process ids (cross-mesh)")
-@click.option("--shape", default="4x8", show_default=True, help="explorer: global tensor shape")
-@click.option("--dtype", default="float32", show_default=True, help="explorer: tensor dtype")
-@click.option("--paddle", "paddle_only", is_flag=True,
-              help="only Paddle 3.3.1's own reshard functions (fail exactly where Paddle fails)")
-@click.option("--coshard/--no-coshard", default=None,
-              help="co-sharded placements ([Shard(0), Shard(0)]) as nested splits, proven right (default; "
-                   "not with --paddle), or by their dims mapping as Paddle does (half the rows where a quarter is due)")
-@click.option("--verify", is_flag=True, help="check the lowering numerically on every rank (simulator)")
-@click.option("--explain", is_flag=True, help="say which reshard function lowered what, and why")
-@click.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
-@click.option("--json", "as_json", is_flag=True,
-              help="the summary (collectives, bytes per rank, decisions) as one line of JSON on stderr")
+@cmdline.command("reshard", epilog=EPILOG)
+@cmdline.argument("file", required=False)
+@cmdline.option("--rank", type=int, default=0, show_default=True, help="the rank to lower for")
+@cmdline.option("--all-ranks", is_flag=True, help="lower for every rank of the meshes (output per rank)")
+@cmdline.option("-o", "--output", default=None,
+                help="output file (with --all-ranks: NAME.rR.ir per rank, or a '{rank}' pattern)")
+@cmdline.option("--from", "src", default=None, help="explorer: source placements, e.g. 's0' or 'p,s1'")
+@cmdline.option("--to", "dst", default=None, help="explorer: destination placements")
+@cmdline.option("--mesh", default=None, help="explorer: mesh shape, e.g. '2,2' (default 2)")
+@cmdline.option("--mesh-ids", default=None, help="explorer: process ids of the mesh (default 0..n-1)")
+@cmdline.option("--to-mesh", default=None, help="explorer: destination mesh shape (default: --mesh)")
+@cmdline.option("--to-mesh-ids", default=None, help="explorer: destination process ids (cross-mesh)")
+@cmdline.option("--shape", default="4x8", show_default=True, help="explorer: global tensor shape")
+@cmdline.option("--dtype", default="float32", show_default=True, help="explorer: tensor dtype")
+@cmdline.option("--paddle", "paddle_only", is_flag=True,
+                help="only Paddle 3.3.1's own reshard functions (fail exactly where Paddle fails)")
+@cmdline.option("--coshard/--no-coshard", default=None,
+                help="co-sharded placements ([Shard(0), Shard(0)]) as nested splits, proven right (default; "
+                     "not with --paddle), or by their dims mapping as Paddle does (half the rows where a quarter is due)")
+@cmdline.option("--verify", is_flag=True, help="check the lowering numerically on every rank (simulator)")
+@cmdline.option("--explain", is_flag=True, help="say which reshard function lowered what, and why")
+@cmdline.option("-q", "--quiet", is_flag=True, help="no communication summary on stderr")
+@cmdline.option("--json", "as_json", is_flag=True,
+                help="the summary (collectives, bytes per rank, decisions) as one line of JSON on stderr")
 @program_option("the K-th program of a file holding several, e.g. a GLOG log (1 = first)")
 def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype,
             paddle_only, coshard, verify, explain, quiet, as_json, program) -> None:
@@ -112,32 +111,32 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
     with reporting() as diags, Outputs(inputs=[file] if file is not None else []) as out:
         explorer = src is not None or dst is not None
         if file is not None and explorer:
-            raise click.UsageError("give either FILE or --from/--to (explorer), not both")
+            raise cmdline.UsageError("give either FILE or --from/--to (explorer), not both")
         if file is None and not explorer:
-            raise click.UsageError("give a FILE to lower, or --from/--to to explore one reshard")
+            raise cmdline.UsageError("give a FILE to lower, or --from/--to to explore one reshard")
         if coshard and paddle_only:
-            raise click.UsageError("--coshard is distc's lowering, not Paddle's: drop --paddle or --coshard")
+            raise cmdline.UsageError("--coshard is distc's lowering, not Paddle's: drop --paddle or --coshard")
         coshard = not paddle_only if coshard is None else coshard
         if explorer:
             if src is None or dst is None:
-                raise click.UsageError("--from and --to go together")
+                raise cmdline.UsageError("--from and --to go together")
             try:
                 make = _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, coshard)
                 source = make()
             except DiagnosticError as e:  # an explorer option Paddle's program cannot have: usage
-                raise click.BadParameter(e.message) from None
+                raise cmdline.BadParameter(e.message) from None
             filename = "<explorer>"
         else:
             for opt, v in (("--mesh", mesh), ("--mesh-ids", mesh_ids), ("--to-mesh", to_mesh),
                            ("--to-mesh-ids", to_mesh_ids), ("--shape", shape if shape != "4x8" else None),
                            ("--dtype", dtype if dtype != "float32" else None)):
                 if v is not None:
-                    raise click.UsageError(f"{opt} only applies to the explorer (--from/--to)")
+                    raise cmdline.UsageError(f"{opt} only applies to the explorer (--from/--to)")
             source = read_text(file)
             filename = "<stdin>" if file == "-" else file
 
         if rank < 0:
-            raise click.BadParameter("--rank must be 0 or more")
+            raise cmdline.BadParameter("--rank must be 0 or more")
         check_pattern(output, "-o", many=all_ranks)
         per_rank = all_ranks and output is not None and output != "-"  # one file a rank
         target = None if per_rank else out.add("-o", output or "-")
@@ -163,7 +162,7 @@ def command(file, rank, all_ranks, output, src, dst, mesh, mesh_ids, to_mesh, to
             status = verify_built(before, lambda r: (_lower(before, source, filename, r, paddle_only, coshard).text, None),
                                   names=lambda r: f"<rank {r} of {filename}>")
             if status:
-                click.echo(f"verify: {'DIVERGED' if status == 1 else 'not proven'}: nothing written", err=True)
+                cmdline.echo(f"verify: {'DIVERGED' if status == 1 else 'not proven'}: nothing written", err=True)
                 sys.exit(status)
             verify = False
         # --all-ranks: every rank of the program (a rank no reshard involves gets its program too:
@@ -213,18 +212,18 @@ def _explorer(src, dst, mesh, mesh_ids, to_mesh, to_mesh_ids, shape, dtype, cosh
         m_to = _mesh(to_mesh, to_mesh_ids, "to-mesh")
     dims = _ints(shape, "--shape", sep="x")
     if any(d < 1 for d in dims):
-        raise click.BadParameter("--shape: dims must be positive")
+        raise cmdline.BadParameter("--shape: dims must be positive")
     if prod(dims) > INT64_MAX:
-        raise click.BadParameter("--shape: more elements than int64 holds")
+        raise cmdline.BadParameter("--shape: more elements than int64 holds")
     try:
         sp = parse_placements(src, m_from.ndim)
         dp = parse_placements(dst, m_to.ndim)
     except DiagnosticError as e:
-        raise click.BadParameter(e.message) from None
+        raise cmdline.BadParameter(e.message) from None
     for p in (*sp, *dp):
         if p.is_partial() and p.reduce in ("ANY", "ALL"):
-            raise click.BadParameter(f"partial {p.reduce.lower()} is a boolean reduction distc does not "
-                                     "lower (use sum, avg, max, min or prod)")
+            raise cmdline.BadParameter(f"partial {p.reduce.lower()} is a boolean reduction distc does not "
+                                       "lower (use sum, avg, max, min or prod)")
     return lambda: build_source(m_from, sp, m_to, dp, dims, dtype, coshard=coshard)
 
 

@@ -13,8 +13,7 @@ It writes no program: ``distc shard MAIN --pp-schedule S --acc-steps K --job-out
 
 from __future__ import annotations
 
-import click
-
+from .. import cmdline
 from ..driver import err_console, load_kept, reporting
 from ..pipeline import ShardOptions, ShardPipeline
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
@@ -27,28 +26,28 @@ def _schedules(ctx, param, value: str | None) -> tuple[str, ...] | None:
     got = tuple(s.strip() for s in value.split(",") if s.strip())
     bad = [s for s in got if s not in SCHEDULES]
     if bad or not got:
-        raise click.BadParameter(f"{bad[0] if bad else value!r}: schedules are {', '.join(SCHEDULES)} "
-                                 "(comma-separated)")
+        raise cmdline.BadParameter(f"{bad[0] if bad else value!r}: schedules are {', '.join(SCHEDULES)} "
+                                   "(comma-separated)")
     return tuple(dict.fromkeys(got))
 
 
-@click.command("schedule")
-@click.argument("main_files", metavar="MAIN...", nargs=-1, required=True)
-@click.option("--acc-steps", type=click.IntRange(min=1), required=True,
-              help="micro-batches a step (Paddle's accumulate_steps)")
-@click.option("--pp-schedule", "modes", default=None, callback=_schedules, metavar="LIST",
-              help="the schedules to compare, comma-separated (FThenB, 1F1B, VPP, Eager1F1B, ZBH1)  [default: VPP for "
-              "a MAIN whose layers are placed in chunks, the others for any other MAIN]")
-@click.option("--vpp-degree", type=click.IntRange(min=2), default=2, show_default=True, help="chunks a stage (VPP)")
-@click.option("--stage", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage (as distc shard)")
-@click.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp (as distc shard)")
-@click.option("--flops", type=click.FloatRange(min=0, min_open=True), default=1e9, show_default=True,
-              help="FLOP/s of a device (compute time of a job from its ops' FLOPs)")
-@click.option("--bandwidth", type=click.FloatRange(min=0, min_open=True), default=25e9, show_default=True,
-              help="bytes/s between two ranks (send/recv and collectives)")
-@click.option("--json", "as_json", is_flag=True, help="the comparison and every timeline as one line of JSON on stderr "
-              "(what distc report --schedule draws)")
-@click.option("--quiet", "-q", is_flag=True, help="no table on stderr")
+@cmdline.command("schedule")
+@cmdline.argument("main_files", metavar="MAIN...", nargs=-1, required=True)
+@cmdline.option("--acc-steps", type=cmdline.IntRange(min=1), required=True,
+                help="micro-batches a step (Paddle's accumulate_steps)")
+@cmdline.option("--pp-schedule", "modes", default=None, callback=_schedules, metavar="LIST",
+                help="the schedules to compare, comma-separated (FThenB, 1F1B, VPP, Eager1F1B, ZBH1)  [default: VPP for "
+                "a MAIN whose layers are placed in chunks, the others for any other MAIN]")
+@cmdline.option("--vpp-degree", type=cmdline.IntRange(min=2), default=2, show_default=True, help="chunks a stage (VPP)")
+@cmdline.option("--stage", type=cmdline.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage (as distc shard)")
+@cmdline.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp (as distc shard)")
+@cmdline.option("--flops", type=cmdline.FloatRange(min=0, min_open=True), default=1e9, show_default=True,
+                help="FLOP/s of a device (compute time of a job from its ops' FLOPs)")
+@cmdline.option("--bandwidth", type=cmdline.FloatRange(min=0, min_open=True), default=25e9, show_default=True,
+                help="bytes/s between two ranks (send/recv and collectives)")
+@cmdline.option("--json", "as_json", is_flag=True, help="the comparison and every timeline as one line of JSON on stderr "
+                "(what distc report --schedule draws)")
+@cmdline.option("--quiet", "-q", is_flag=True, help="no table on stderr")
 def command(main_files: tuple[str, ...], acc_steps: int, modes: tuple[str, ...] | None, vpp_degree: int, stage: int,
             mesh_dims: str, flops: float, bandwidth: float, as_json: bool, quiet: bool) -> None:
     """Compare pipeline schedules on a modelled clock: step time, bubble, peak activations.

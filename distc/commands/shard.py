@@ -8,84 +8,83 @@ none) and prints the summary (``--explain``: the passes run and what they decide
 
 from __future__ import annotations
 
-from typing import Mapping
+import os
+from collections.abc import Mapping
 
-import click
-
+from .. import cmdline
 from ..analysis.cost import require_rank
 from ..driver import check_pattern, collector_off, load_kept, program_option, reporting
 from ..ir.core import Program
 from ..outputs import Outputs
 from ..pipeline import RankResult, ShardOptions, ShardPipeline
-from . import shard_report as report
 from . import shard_schedule as sched
 from .shard_ranks import RankTargets, check_many, parse_ranks, run_ranks, select_ranks
 
 
-@click.command("shard")
-@click.argument("main_file", metavar="MAIN")
-@click.option("-o", "--output", default=None, help="output file (default stdout); with several ranks a "
-              "pattern with {rank}, e.g. 'out/main.r{rank}.ir'")
-@click.option("--stage", type=click.IntRange(0, 3), default=1, show_default=True,
-              help="ZeRO stage: 1 shards optimizer states, 2 = 1 (as Paddle's static mode), 3 shards "
-              "parameters too, 0 is plain data parallel")
-@click.option("--amp", is_flag=True, help="Paddle's AMP optimizer path: gradients resharded to the ZeRO "
-              "layout before the global-norm clip (taken by itself when the program shows AMP)")
-@click.option("--axis", default=None, help="sharding mesh dim, by index or name (see --mesh-dims); "
-              "default: Paddle's rule (0, or the last dim a parameter is replicated on)")
-@click.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp (PIR text does not print them)")
-@click.option("--rank", type=int, default=None, help="the rank to lower for  [default: 0]")
-@click.option("--all-ranks", is_flag=True, help="every rank of the program's meshes, one output file each "
-              "(the rank-independent passes run once)")
-@click.option("--ranks", "rank_list", default=None, metavar="LIST",
-              help="these ranks, e.g. 0-3,6 (like --all-ranks, for a subset)")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="worker processes for several ranks  [default: the machine's cores, and no more than "
-              "free memory holds: about 9x the program's size each]")
-@click.option("--moe-all-to-all", is_flag=True, help="lower n-d shard-to-shard reshards on one mesh dim through "
-              "one all-to-all on its 1-D sub-mesh, as Paddle does under FLAGS_enable_moe_utils=true")
-@click.option("--tensor-fusion", is_flag=True, help="ZeRO-1 with tensor fusion, as Paddle's "
-              "strategy.sharding.enable_tensor_fusion: gradients and parameters in buffers, one reduce-scatter "
-              "and all-gather a buffer, each parameter's update on the rank(s) owning it (per rank); with --stage 3 "
-              "the rank keeps its shard of each buffer and gathers the buffer before the forward")
-@click.option("--overlap", is_flag=True, help="with --tensor-fusion: strategy.sharding.enable_overlap")
-@click.option("--comm-buffer-size", "comm_buffer_mb", type=float, default=None, metavar="MB",
-              help="with --tensor-fusion: strategy.sharding.comm_buffer_size_MB (0: a buffer a parameter)  [default: 256]")
-@click.option("--release-gradients", is_flag=True, help="with --tensor-fusion: strategy.sharding.release_gradients")
-@click.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")
-@click.option("--dense", is_flag=True, help="go on to the per-rank dense program (remove-other-rank, dist-to-dense)")
-@click.option("--pp-schedule", type=click.Choice(sched.SCHEDULES), default=None,
-              help="a pipeline schedule (Paddle's strategy.pipeline.schedule_mode; Eager1F1B and ZBH1 are distc's, "
-              "Paddle 3.3.1 refuses them): gradient merge over --acc-steps micro-batches, each rank's dense program "
-              "split into job programs (--job-out) run in the rank's job order (--job-list); the rank's program (-o) "
-              "is Paddle's final dist program (dist_final), with --dense its dense program")
-@click.option("--acc-steps", type=click.IntRange(min=1), default=1, show_default=True,
-              help="micro-batches a step (Paddle's accumulate_steps); above 1 without --pp-schedule: gradient merge "
-              "alone (strategy.gradient_merge, k_steps)")
-@click.option("--vpp-degree", type=click.IntRange(min=2), default=None, help="chunks a stage (--pp-schedule VPP)  "
-              "[default: 2]")
-@click.option("--job-out", default=None, metavar="PATTERN",
-              help="each job program of the schedule: {job} is replaced by the job type (forward, backward, optimizer; "
-              "1F1B adds recv_forward, send_backward; VPP has them per chunk: forward0, backward1 ...; ZBH1 "
-              "backward_b, backward_w; gradient merge alone: optimize), {rank} by the rank (with --all-ranks/--ranks), "
-              "e.g. 'out/r{rank}.{job}.ir'")
-@click.option("--job-list", default=None, metavar="PATTERN",
-              help="the job list in schedule order, one 'type micro_batch' a line as Paddle's plan.job_list() ({rank} "
-              "as for -o; '-': stdout)")
-@click.option("--paddle", is_flag=True, help="with --acc-steps: Paddle's gradient merge as it is, whose clip sees the "
-              "sum of the micro-batch gradients (a step unlike the global batch's whenever the clip acts; distc's "
-              "default averages them before the clip)")
-@click.option("--startup", default=None, help="the startup program to shard as well")
-@click.option("--startup-out", default=None, help="where the sharded startup program goes ({rank} as for -o)")
-@click.option("--explain", is_flag=True, help="print the passes run and what they decided on stderr")
-@click.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
-@click.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
-@click.option("--verify", "prove", is_flag=True, help="build every rank's program (and startup program) and "
-              "prove them against MAIN with the simulator (see distc verify) before writing: EQUAL writes the "
-              "outputs (exit 0); DIVERGED writes nothing (exit 1); not provable (ops without a kernel, all "
-              "listed) writes the outputs unproven and says so (exit 3)")
-@click.option("--json", "as_json", is_flag=True,
-              help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
+@cmdline.command("shard")
+@cmdline.argument("main_file", metavar="MAIN")
+@cmdline.option("-o", "--output", default=None, help="output file (default stdout); with several ranks a "
+                "pattern with {rank}, e.g. 'out/main.r{rank}.ir'")
+@cmdline.option("--stage", type=cmdline.IntRange(0, 3), default=1, show_default=True,
+                help="ZeRO stage: 1 shards optimizer states, 2 = 1 (as Paddle's static mode), 3 shards "
+                "parameters too, 0 is plain data parallel")
+@cmdline.option("--amp", is_flag=True, help="Paddle's AMP optimizer path: gradients resharded to the ZeRO "
+                "layout before the global-norm clip (taken by itself when the program shows AMP)")
+@cmdline.option("--axis", default=None, help="sharding mesh dim, by index or name (see --mesh-dims); "
+                "default: Paddle's rule (0, or the last dim a parameter is replicated on)")
+@cmdline.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp (PIR text does not print them)")
+@cmdline.option("--rank", type=int, default=None, help="the rank to lower for  [default: 0]")
+@cmdline.option("--all-ranks", is_flag=True, help="every rank of the program's meshes, one output file each "
+                "(the rank-independent passes run once)")
+@cmdline.option("--ranks", "rank_list", default=None, metavar="LIST",
+                help="these ranks, e.g. 0-3,6 (like --all-ranks, for a subset)")
+@cmdline.option("-j", "--jobs", type=cmdline.IntRange(min=1), default=None,
+                help="worker processes for several ranks  [default: the machine's cores, and no more than "
+                "free memory holds: about 9x the program's size each]")
+@cmdline.option("--moe-all-to-all", is_flag=True, help="lower n-d shard-to-shard reshards on one mesh dim through "
+                "one all-to-all on its 1-D sub-mesh, as Paddle does under FLAGS_enable_moe_utils=true")
+@cmdline.option("--tensor-fusion", is_flag=True, help="ZeRO-1 with tensor fusion, as Paddle's "
+                "strategy.sharding.enable_tensor_fusion: gradients and parameters in buffers, one reduce-scatter "
+                "and all-gather a buffer, each parameter's update on the rank(s) owning it (per rank); with --stage 3 "
+                "the rank keeps its shard of each buffer and gathers the buffer before the forward")
+@cmdline.option("--overlap", is_flag=True, help="with --tensor-fusion: strategy.sharding.enable_overlap")
+@cmdline.option("--comm-buffer-size", "comm_buffer_mb", type=float, default=None, metavar="MB",
+                help="with --tensor-fusion: strategy.sharding.comm_buffer_size_MB (0: a buffer a parameter)  [default: 256]")
+@cmdline.option("--release-gradients", is_flag=True, help="with --tensor-fusion: strategy.sharding.release_gradients")
+@cmdline.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")
+@cmdline.option("--dense", is_flag=True, help="go on to the per-rank dense program (remove-other-rank, dist-to-dense)")
+@cmdline.option("--pp-schedule", type=cmdline.Choice(sched.SCHEDULES), default=None,
+                help="a pipeline schedule (Paddle's strategy.pipeline.schedule_mode; Eager1F1B and ZBH1 are distc's, "
+                "Paddle 3.3.1 refuses them): gradient merge over --acc-steps micro-batches, each rank's dense program "
+                "split into job programs (--job-out) run in the rank's job order (--job-list); the rank's program (-o) "
+                "is Paddle's final dist program (dist_final), with --dense its dense program")
+@cmdline.option("--acc-steps", type=cmdline.IntRange(min=1), default=1, show_default=True,
+                help="micro-batches a step (Paddle's accumulate_steps); above 1 without --pp-schedule: gradient merge "
+                "alone (strategy.gradient_merge, k_steps)")
+@cmdline.option("--vpp-degree", type=cmdline.IntRange(min=2), default=None, help="chunks a stage (--pp-schedule VPP)  "
+                "[default: 2]")
+@cmdline.option("--job-out", default=None, metavar="PATTERN",
+                help="each job program of the schedule: {job} is replaced by the job type (forward, backward, optimizer; "
+                "1F1B adds recv_forward, send_backward; VPP has them per chunk: forward0, backward1 ...; ZBH1 "
+                "backward_b, backward_w; gradient merge alone: optimize), {rank} by the rank (with --all-ranks/--ranks), "
+                "e.g. 'out/r{rank}.{job}.ir'")
+@cmdline.option("--job-list", default=None, metavar="PATTERN",
+                help="the job list in schedule order, one 'type micro_batch' a line as Paddle's plan.job_list() ({rank} "
+                "as for -o; '-': stdout)")
+@cmdline.option("--paddle", is_flag=True, help="with --acc-steps: Paddle's gradient merge as it is, whose clip sees the "
+                "sum of the micro-batch gradients (a step unlike the global batch's whenever the clip acts; distc's "
+                "default averages them before the clip)")
+@cmdline.option("--startup", default=None, help="the startup program to shard as well")
+@cmdline.option("--startup-out", default=None, help="where the sharded startup program goes ({rank} as for -o)")
+@cmdline.option("--explain", is_flag=True, help="print the passes run and what they decided on stderr")
+@cmdline.option("--quiet", "-q", is_flag=True, help="no summary on stderr")
+@cmdline.option("--verify-each", is_flag=True, help="run the verifier after every pass (default: once, at the end)")
+@cmdline.option("--verify", "prove", is_flag=True, help="build every rank's program (and startup program) and "
+                "prove them against MAIN with the simulator (see distc verify) before writing: EQUAL writes the "
+                "outputs (exit 0); DIVERGED writes nothing (exit 1); not provable (ops without a kernel, all "
+                "listed) writes the outputs unproven and says so (exit 3)")
+@cmdline.option("--json", "as_json", is_flag=True,
+                help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 @program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 @collector_off()  # (a big program's objects live to the end: no collector rescanning them)
 def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str | None, mesh_dims: str, rank: int | None,
@@ -107,27 +106,28 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
     alone (gradient merge), each rank's program is split into job programs (--job-out
     'out/r{rank}.{job}.ir') and a job list (--job-list), as Paddle's pipeline passes do; --verify
     then proves the whole pipelined step against the serial step over the global batch."""
-    from .shard_capture import capture_defaults
+    o = dict(stage=stage, amp=amp, axis=axis, mesh_dims=mesh_dims, startup=startup, startup_out=startup_out,
+             rank=rank, all_ranks=all_ranks, rank_list=rank_list)
+    if main_file != "-" and os.path.isdir(main_file):  # MAIN is a `distc capture` folder (its module only then)
+        from .shard_capture import capture_defaults
 
-    with reporting():  # MAIN may be a `distc capture` folder
-        main_file, o = capture_defaults(main_file, dict(
-            stage=stage, amp=amp, axis=axis, mesh_dims=mesh_dims, startup=startup, startup_out=startup_out,
-            rank=rank, all_ranks=all_ranks, rank_list=rank_list))
+        with reporting():
+            main_file, o = capture_defaults(main_file, o)
     stage, amp, axis, mesh_dims, startup, rank_list = (o[k] for k in ("stage", "amp", "axis", "mesh_dims",
                                                                       "startup", "rank_list"))
     with reporting() as diags, Outputs(inputs=[main_file]) as out:
         if (startup is None) != (startup_out is None):
-            raise click.UsageError("--startup and --startup-out go together")
+            raise cmdline.UsageError("--startup and --startup-out go together")
         if annotate_only and dense:
-            raise click.UsageError("--annotate-only and --dense exclude each other")
+            raise cmdline.UsageError("--annotate-only and --dense exclude each other")
         if stage == 0 and axis is not None:
-            raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
+            raise cmdline.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
         if not tensor_fusion and (overlap or release_gradients or comm_buffer_mb is not None):
-            raise click.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
+            raise cmdline.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
         if tensor_fusion and stage == 0:
-            raise click.UsageError("--tensor-fusion shards: ZeRO-1 (Paddle's ShardingStage1) or --stage 3 (distc's)")
+            raise cmdline.UsageError("--tensor-fusion shards: ZeRO-1 (Paddle's ShardingStage1) or --stage 3 (distc's)")
         if rank is not None and rank < 0:
-            raise click.BadParameter("--rank must be 0 or more")
+            raise cmdline.BadParameter("--rank must be 0 or more")
         many = all_ranks or rank_list is not None
         sched.check_usage(pp_schedule, acc_steps, vpp_degree, job_out, job_list, paddle, annotate_only, many, output)
         wanted = parse_ranks(rank_list) if rank_list is not None else None
@@ -139,7 +139,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             check_many(rank, all_ranks, rank_list, output, startup_out)
         else:
             if output in (None, "-") and startup_out == "-":
-                raise click.UsageError("the main and the startup program cannot both go to stdout")
+                raise cmdline.UsageError("the main and the startup program cannot both go to stdout")
             one = RankTargets(out.add("-o", output or "-"), out.add("--startup-out", startup_out))
         dims = tuple(d.strip() for d in mesh_dims.split(",") if d.strip())
         opts = ShardOptions(stage=stage, axis=axis, mesh_dims=dims, amp=amp, annotate_only=annotate_only,
@@ -189,6 +189,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                 if after else None  # type: ignore[arg-type]
             result = run_ranks(pipe, ranks, jobs, out, targets, before_commit=check)
             unproven = status[0] if status else unproven
+            if explain or as_json or not quiet:  # (the summary's module only for a summary)
+                from . import shard_report as report
             if explain and not as_json:
                 report.explain(pipe, result.ranks)
             if as_json:
@@ -210,6 +212,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         # everything is computed before anything is written: every output, or none
         one.write(out, res)
         out.commit()
+        if explain or as_json or not quiet:
+            from . import shard_report as report
         if explain and not as_json:
             report.explain(pipe, {rank: res})
         if as_json:
@@ -269,7 +273,7 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
         status, got = sched.prove(pipe, serial, names)
         doc.update(got)
         if status == 1:
-            click.echo("verify: DIVERGED: nothing written", err=True)
+            cmdline.echo("verify: DIVERGED: nothing written", err=True)
             sys.exit(status)
         return status
     # per-rank startup inputs (--startup with {rank}): each rank's is proven against its own input
@@ -278,7 +282,7 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
         {r: p.clone() for r, p in st.items()}
     status = verify_built(serial, build, startup=serial_startup, names=names)
     if status == 1:
-        click.echo("verify: DIVERGED: nothing written", err=True)
+        cmdline.echo("verify: DIVERGED: nothing written", err=True)
         sys.exit(status)
     return status
 
@@ -290,6 +294,6 @@ def _unproven_exit(status: int, written: list[str]) -> None:
         import sys
 
         shown = ", ".join(written[:4]) + (f" and {len(written) - 4} more" if len(written) > 4 else "")
-        click.echo(f"verify: not proven (ops without a kernel, listed above): outputs written unproven: {shown}",
-                   err=True)
+        cmdline.echo(f"verify: not proven (ops without a kernel, listed above): outputs written unproven: {shown}",
+                     err=True)
         sys.exit(status)

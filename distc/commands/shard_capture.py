@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 
-import click
-from click.core import ParameterSource
+from .. import cmdline
+from ..cmdline import ParameterSource
 
 
 def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
@@ -31,7 +31,7 @@ def capture_defaults(main_file: str, opts: dict) -> tuple[str, dict]:
     missing = first_missing(opts, captured)
     if missing is not None:
         raise not_captured(main_file, captured, missing)
-    ctx = click.get_current_context(silent=True)
+    ctx = cmdline.get_current_context(silent=True)
 
     def given(name: str) -> bool:
         src = ctx.get_parameter_source(name) if ctx is not None else None

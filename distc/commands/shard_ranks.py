@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 
-import click
-
+from .. import cmdline
 from ..driver import WorkerFailed, fork_each
 from ..ir.records import field, record
 from ..outputs import Target
@@ -38,24 +37,24 @@ def parse_ranks(text: str) -> list[range]:
                 raise ValueError
             out.append(range(lo, hi + 1))
         except ValueError:
-            raise click.BadParameter(f"{text!r}: expected ranks like 0-3,6", param_hint="--ranks") from None
+            raise cmdline.BadParameter(f"{text!r}: expected ranks like 0-3,6", param_hint="--ranks") from None
     return out
 
 
 def check_many(rank: int | None, all_ranks: bool, rank_list: str | None, output: str | None,
                startup_out: str | None) -> None:
     if rank is not None:
-        raise click.UsageError("--rank is one rank; --all-ranks/--ranks are several: give one of them")
+        raise cmdline.UsageError("--rank is one rank; --all-ranks/--ranks are several: give one of them")
     if all_ranks and rank_list is not None:
-        raise click.UsageError("--all-ranks and --ranks exclude each other")
+        raise cmdline.UsageError("--all-ranks and --ranks exclude each other")
     for opt, path in (("-o", output), ("--startup-out", startup_out)):
         if opt == "--startup-out" and path is None:
             continue
         if path in (None, "-") or "{rank}" not in path:
-            raise click.UsageError(f"several ranks write one file each: give {opt} a pattern with {{rank}}, "
-                                   f"e.g. {opt} 'out/{'startup' if opt != '-o' else 'main'}.r{{rank}}.ir'")
+            raise cmdline.UsageError(f"several ranks write one file each: give {opt} a pattern with {{rank}}, "
+                                     f"e.g. {opt} 'out/{'startup' if opt != '-o' else 'main'}.r{{rank}}.ir'")
     if output == startup_out:
-        raise click.UsageError("-o and --startup-out name the same files")
+        raise cmdline.UsageError("-o and --startup-out name the same files")
 
 
 def select_ranks(known: list[int], wanted: list[range] | None, filename: str | None) -> list[int]:

@@ -5,8 +5,7 @@ order against the serial step over the global batch) and of the startup programs
 
 from __future__ import annotations
 
-import click
-
+from .. import cmdline
 from ..driver import check_pattern, err_console
 from ..ir.core import Program
 from ..pipeline import RankResult, ShardPipeline
@@ -21,27 +20,27 @@ def check_usage(pp_schedule: str | None, acc_steps: int, vpp_degree: int | None,
     scheduled = pp_schedule is not None or acc_steps > 1
     for opt, v in (("--job-out", job_out), ("--job-list", job_list)):
         if v is not None and not scheduled:
-            raise click.UsageError(f"{opt} writes job programs of a schedule: give --pp-schedule or --acc-steps K > 1")
+            raise cmdline.UsageError(f"{opt} writes job programs of a schedule: give --pp-schedule or --acc-steps K > 1")
     if vpp_degree is not None and pp_schedule != "VPP":
-        raise click.UsageError("--vpp-degree is the number of chunks a stage of --pp-schedule VPP")
+        raise cmdline.UsageError("--vpp-degree is the number of chunks a stage of --pp-schedule VPP")
     if paddle and acc_steps <= 1:
-        raise click.UsageError("--paddle gives Paddle's gradient merge (its clip sees the sum of the micro-batch "
-                               "gradients): it needs --acc-steps K > 1")
+        raise cmdline.UsageError("--paddle gives Paddle's gradient merge (its clip sees the sum of the micro-batch "
+                                 "gradients): it needs --acc-steps K > 1")
     if annotate_only and scheduled:
-        raise click.UsageError("--annotate-only stops before the schedule (--pp-schedule, --acc-steps)")
+        raise cmdline.UsageError("--annotate-only stops before the schedule (--pp-schedule, --acc-steps)")
     several = "--all-ranks or --ranks"
     if job_out is not None:
         if job_out == "-" or "{job}" not in job_out:
-            raise click.UsageError("--job-out names one file a job program: put {job} in it, e.g. "
-                                   "--job-out 'out/r{rank}.{job}.ir'")
+            raise cmdline.UsageError("--job-out names one file a job program: put {job} in it, e.g. "
+                                     "--job-out 'out/r{rank}.{job}.ir'")
         check_pattern(job_out, "--job-out", many, several, extra=("{job}",))
     check_pattern(job_list, "--job-list", many, several)
     for opt, v in (("--job-out", job_out), ("--job-list", job_list)):
         if many and v is not None and "{rank}" not in v:
-            raise click.UsageError(f"several ranks write one file each: give {opt} a pattern with {{rank}}, "
-                                   f"e.g. {opt} 'out/r{{rank}}.{'{job}.ir' if opt == '--job-out' else 'jobs.txt'}'")
+            raise cmdline.UsageError(f"several ranks write one file each: give {opt} a pattern with {{rank}}, "
+                                     f"e.g. {opt} 'out/r{{rank}}.{'{job}.ir' if opt == '--job-out' else 'jobs.txt'}'")
     if job_list == "-" and output in (None, "-"):
-        raise click.UsageError("the program and the job list cannot both go to stdout: give -o a file")
+        raise cmdline.UsageError("the program and the job list cannot both go to stdout: give -o a file")
 
 
 def add_targets(out, t: RankTargets, rank: int, pipe: ShardPipeline, job_out: str | None,

@@ -14,8 +14,7 @@ import json
 import sys
 from typing import Callable, Mapping
 
-import click
-
+from .. import cmdline
 from ..analysis.cost import program_ranks
 from ..analysis.simulate.proof import (
     is_one_reshard, program_layouts, verify_reshard_step, verify_startup, verify_step,
@@ -90,33 +89,33 @@ def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool =
         doc["exit"] = status
         doc["status"] = {0: "equal", 1: "diverged", EXIT_NO_KERNEL: "no-kernel"}.get(status, "error")
         doc["warnings"] = list(warnings)
-        click.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
+        cmdline.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
     else:
         for name, r in reports:
-            click.echo(f"{name}: {r.summary()}", err=err)
+            cmdline.echo(f"{name}: {r.summary()}", err=err)
             for n in r.notes:
-                click.echo(f"  note: {n}", err=err)
+                cmdline.echo(f"  note: {n}", err=err)
     return status
 
 
 def _pattern(ctx, param, value):
     if value is not None and "{rank}" not in value:
-        raise click.BadParameter("must contain {rank}, e.g. out/main.r{rank}.ir")
+        raise cmdline.BadParameter("must contain {rank}, e.g. out/main.r{rank}.ir")
     return value
 
 
-@click.command("verify")
-@click.argument("serial", metavar="SERIAL")
-@click.option("--ranks", "pattern", default=None, callback=_pattern,
-              help="the per-rank programs, a path with {rank} (e.g. out/main.r{rank}.ir); required unless "
-                   "SERIAL is a distc capture folder (then without it: Paddle's own captured programs)")
-@click.option("--startup", default=None, help="the serial startup program, verified against --startup-ranks "
-              "(with {rank}: each rank's own, e.g. a pipeline stage's)")
-@click.option("--startup-ranks", default=None, callback=_pattern, help="the per-rank startup programs ({rank})")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
-@click.option("--rtol", type=click.FloatRange(min=0), default=1e-6, show_default=True, help="relative tolerance")
-@click.option("--atol", type=click.FloatRange(min=0), default=1e-8, show_default=True, help="absolute tolerance")
-@click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
+@cmdline.command("verify")
+@cmdline.argument("serial", metavar="SERIAL")
+@cmdline.option("--ranks", "pattern", default=None, callback=_pattern,
+                help="the per-rank programs, a path with {rank} (e.g. out/main.r{rank}.ir); required unless "
+                     "SERIAL is a distc capture folder (then without it: Paddle's own captured programs)")
+@cmdline.option("--startup", default=None, help="the serial startup program, verified against --startup-ranks "
+                "(with {rank}: each rank's own, e.g. a pipeline stage's)")
+@cmdline.option("--startup-ranks", default=None, callback=_pattern, help="the per-rank startup programs ({rank})")
+@cmdline.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
+@cmdline.option("--rtol", type=cmdline.FloatRange(min=0), default=1e-6, show_default=True, help="relative tolerance")
+@cmdline.option("--atol", type=cmdline.FloatRange(min=0), default=1e-8, show_default=True, help="absolute tolerance")
+@cmdline.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
 @program_option("SERIAL's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
 def command(serial: str, pattern: str, startup: str | None, startup_ranks: str | None, seed: int,
             rtol: float, atol: float, as_json: bool, program: int | None) -> None:
@@ -134,9 +133,9 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
 
     folder = is_capture(serial)
     if pattern is None and not folder:
-        raise click.UsageError("Missing option '--ranks' (needed unless SERIAL is a distc capture folder)")
+        raise cmdline.UsageError("Missing option '--ranks' (needed unless SERIAL is a distc capture folder)")
     if (startup is None) != (startup_ranks is None) and not (folder and startup is None):
-        raise click.UsageError("--startup and --startup-ranks go together")
+        raise cmdline.UsageError("--startup and --startup-ranks go together")
     with reporting() as diags:
         note, loaded = None, {}
         if folder:

@@ -10,8 +10,7 @@ and templates (:mod:`.diff_page`).
 
 from __future__ import annotations
 
-import click
-
+from ... import cmdline
 from ...driver import err_console, program_option, reporting
 
 EPILOG = """\b
@@ -26,23 +25,23 @@ from a CI artifact.  --json prints the figures it shows as one line on stderr.
 """
 
 
-@click.command("report", epilog=EPILOG)
-@click.argument("main_file", metavar="MAIN")  # or a `distc capture` folder, as for distc shard
-@click.option("-o", "--output", required=True, help="the HTML page to write (- for stdout)")
-@click.option("--stage", type=click.IntRange(0, 3), default=1, show_default=True,
-              help="the ZeRO stage to report (stages 0-3 are also shown side by side)")
-@click.option("--amp", is_flag=True, help="Paddle's AMP optimizer path (as for distc shard)")
-@click.option("--axis", default=None, help="sharding mesh dim, by index or name (as for distc shard)")
-@click.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp")
-@click.option("--ranks", "rank_list", default=None, metavar="LIST",
-              help="only these ranks, e.g. 0-3,6  [default: every rank of the program's meshes]")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="worker processes  [default: the machine's cores]")
-@click.option("--schedule", "schedule_files", multiple=True, metavar="FILE",
-              help="pipeline schedules to draw (repeatable): JSON {name: {rank: [[job, micro_batch, start, end], "
-                   "...]}}, or a `distc schedule --json` line")
-@click.option("--json", "as_json", is_flag=True, help="the page's figures as one line of JSON on stderr")
-@click.option("-q", "--quiet", is_flag=True, help="no summary line on stderr")
+@cmdline.command("report", epilog=EPILOG)
+@cmdline.argument("main_file", metavar="MAIN")  # or a `distc capture` folder, as for distc shard
+@cmdline.option("-o", "--output", required=True, help="the HTML page to write (- for stdout)")
+@cmdline.option("--stage", type=cmdline.IntRange(0, 3), default=1, show_default=True,
+                help="the ZeRO stage to report (stages 0-3 are also shown side by side)")
+@cmdline.option("--amp", is_flag=True, help="Paddle's AMP optimizer path (as for distc shard)")
+@cmdline.option("--axis", default=None, help="sharding mesh dim, by index or name (as for distc shard)")
+@cmdline.option("--mesh-dims", default="", help="names of the mesh dims, e.g. dp,mp")
+@cmdline.option("--ranks", "rank_list", default=None, metavar="LIST",
+                help="only these ranks, e.g. 0-3,6  [default: every rank of the program's meshes]")
+@cmdline.option("-j", "--jobs", type=cmdline.IntRange(min=1), default=None,
+                help="worker processes  [default: the machine's cores]")
+@cmdline.option("--schedule", "schedule_files", multiple=True, metavar="FILE",
+                help="pipeline schedules to draw (repeatable): JSON {name: {rank: [[job, micro_batch, start, end], "
+                     "...]}}, or a `distc schedule --json` line")
+@cmdline.option("--json", "as_json", is_flag=True, help="the page's figures as one line of JSON on stderr")
+@cmdline.option("-q", "--quiet", is_flag=True, help="no summary line on stderr")
 @program_option("MAIN's K-th program, when its file holds several (1 = first)")
 def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None, mesh_dims: str,
             rank_list: str | None, jobs: int | None, schedule_files: tuple[str, ...], as_json: bool, quiet: bool,
@@ -65,7 +64,7 @@ def command(main_file: str, output: str, stage: int, amp: bool, axis: str | None
                                                         rank_list=rank_list))
     stage, amp, axis, mesh_dims, rank_list = (o[k] for k in ("stage", "amp", "axis", "mesh_dims", "rank_list"))
     if stage == 0 and axis is not None:
-        raise click.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
+        raise cmdline.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
     with reporting() as diags, Outputs(inputs=[main_file, *schedule_files]) as out:
         wanted = parse_ranks(rank_list) if rank_list is not None else None
         target = out.add("-o", output)  # checked before any work
@@ -98,13 +97,13 @@ def command_line() -> str:
     import shlex
     import sys
 
-    ctx = click.get_current_context()
+    ctx = cmdline.get_current_context()
     if os.path.basename(sys.argv[0]) in ("distc", "__main__.py") and ctx.info_name in sys.argv[1:]:
         return shlex.join(["distc", *sys.argv[1:]])
     args = ["distc", ctx.info_name]
     for p in ctx.command.params:
         v = ctx.params.get(p.name)
-        if isinstance(p, click.Argument):
+        if isinstance(p, cmdline.Argument):
             args.append(str(v))
         elif v not in (None, False, "", p.default):
             args += [p.opts[-1]] + ([] if v is True else [str(v)])
