@@ -289,6 +289,9 @@ class FastParser:
         OP = op_match
         HEAD = _OP_HEAD.match
         tails = self.tails
+        # ... and of those holding strings, by their skeleton (strings emptied), where the
+        # attributes were left unread (see attr_dict_or_unread): each pd_op.data its name
+        skeletons: dict[str, tuple] = {}
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
@@ -316,6 +319,10 @@ class FastParser:
             if hm is not None:
                 tail = line[hm.end():]
                 got = tails.get(tail)
+                skeleton = None
+                if got is None and '"' in tail and "\\" not in tail and tail.count('"') in _FEW_QUOTES:
+                    skeleton = '""'.join(tail.split('"')[::2])  # (strings of one piece each)
+                    got = skeletons.get(skeleton)
                 if got is not None:
                     tails.hits += 1
                     m = (*hm.groups(), None, None, None)
@@ -339,8 +346,12 @@ class FastParser:
                             d, t_in, t_out = got
                         else:
                             d, t_in, t_out = unread(attrs), types(tin), types(tout or "")
-                            if span == 1 and tail is not None and '"' not in tail:
-                                tails.keep(tail, (d, t_in, t_out))
+                            if span == 1 and tail is not None:
+                                if skeleton is not None:
+                                    if d is None and len(skeletons) < _FEW:
+                                        skeletons[skeleton] = d, t_in, t_out
+                                elif '"' not in tail:
+                                    tails.keep(tail, (d, t_in, t_out))
                         op = build(res, name, int(oid) if oid else None, opnds,
                                    d, t_in, t_out, i + 1, ind, line, block, reader)
                         if unsorted and d is not None and id(d) in unsorted:
@@ -481,3 +492,4 @@ def _in_line(e: Refused, line: str, line_no: int) -> Refused:
 
 
 _FEW = 4096  # characters of value names on an op line up to which they are read as one list
+_FEW_QUOTES = range(2, 34, 2)  # the quotes of an op's strings, where its attribute text is known by its skeleton
