@@ -202,18 +202,9 @@ class Builder:
         op.pre = ()
         op.dirty = False
         op.sig = "full"
-        # (block.append, inline)
-        op.parent = block
-        last = block._last
-        op._prev = last
-        op._next = None
-        if last is None:
-            block._first = op
-        else:
-            last._next = op
-        block._last = op
-        block._len += 1
-        block._cache = None
+        op.parent = None
+        op._prev = op._next = None
+        block.append(op)
         return op
 
 
