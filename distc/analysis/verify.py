@@ -31,6 +31,105 @@ def verify(prog: Program) -> None:
     verify_values(prog)
 
 
+def verify_changed(prog: Program) -> None:
+    """:func:`verify` for the end of a pass pipeline whose input passed :func:`verify_values`
+    (the commands' ``load``, :meth:`distc.pipeline.ShardPipeline.check_main`): the same errors,
+    checking in full only the ops the passes created or changed.  ``--verify-each`` and ``distc
+    verify`` keep the full :func:`verify`.
+
+    Why that finds every error :func:`verify` finds.  An op is *clean* (``op.dirty`` false) only
+    if it is as it was parsed: every change of an op's operands, attributes or result types goes
+    through :mod:`distc.ir.core`, which marks it dirty, and retyping a value marks its owner and
+    every user dirty (:class:`~distc.ir.values.Value`); a new op is dirty from birth.  So, op by op:
+
+    * parent links and def-before-use are checked on every op (a set lookup an operand: an op
+      moved or removed under a clean user is still found);
+    * each operand of a dirty op must be in its value's use list; a clean op's operands are
+      still in theirs, as the parser built them (use lists change only in ``ir.core``, together
+      with the operand slot changed, whose op is then dirty);
+    * stale uses (an entry whose op no longer reads the value there) anywhere: the uses of the
+      program's values are counted against the operand slots that hold a value; with every slot
+      in its value's list, equal counts leave no room for a stale entry; other counts (an op
+      taken out of its block keeps its uses, which the full verify lets pass) get the full
+      structural walk, which decides as :func:`verify` does;
+    * dist entries are checked against their values' types on every op (each (entry, type) pair
+      once: cheap; the input never had this check);
+    * the value checks (dims, meshes, optimizer operands) on dirty ops: a clean op's types and
+      attributes are those :func:`verify_values` accepted in the input.
+
+    A program with regions (control flow) gets the full :func:`verify`."""
+    block = prog.block
+    seen: set[int] = {id(a) for a in block.args}
+    add = seen.add
+    fits: set = set()
+    checked: set[int] = set()  # types and meshes already value-checked (by identity)
+    long_uses: dict = {}
+    sigs = OPTIMIZER_KEYS
+    slots = uses = 0
+    for a in block.args:
+        uses += len(a.uses)
+    for op in block.ops:
+        if op.regions:
+            return verify(prog)
+        if op.parent is not block:
+            raise _fail(op, "op's parent link does not point at its block")
+        operands = op._operands
+        if op.dirty:
+            for i, v in enumerate(operands):
+                if v is None:
+                    continue
+                if id(v) not in seen:
+                    raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
+                u = v.uses
+                if len(u) > _LONG:
+                    found = long_uses.get(id(v))
+                    if found is None:
+                        found = long_uses[id(v)] = {(id(x), k) for x, k in u}
+                    ok = (id(op), i) in found
+                else:
+                    ok = _has_use(u, op, i)
+                if not ok:
+                    raise _fail(op, f"operand {i} is missing from its value's use list")
+            _values_of(op, checked, sigs)
+        else:
+            for i, v in enumerate(operands):
+                if v is not None and id(v) not in seen:
+                    raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
+        slots += len(operands) - (operands.count(None) if operands else 0)
+        _verify_dist(op, fits)
+        for r in op.results:
+            add(id(r))
+            uses += len(r.uses)
+    if uses != slots:  # uses of ops no longer in the program, or a stale one: the full walk decides
+        _verify_block(block, set(), set())
+
+
+def _values_of(op: Operation, seen: set[int], sigs) -> None:
+    """:func:`verify_values` on one op (``seen``: types and meshes checked already)."""
+    for v in op.results:
+        if id(v._type) not in seen:
+            _new_types(op, seen)
+            break
+    else:
+        for v in op._operands:
+            if v is not None and id(v._type) not in seen:
+                _new_types(op, seen)
+                break
+    d = op.attr("op_dist_attr")
+    if d is not None and id(d) not in seen and isinstance(d, OperationDistAttr):
+        seen.add(id(d))
+        _check_mesh(op, "op_dist_attr", d.mesh, seen)
+        for kind, entries in (("operand", d.operands), ("result", d.results)):
+            for i, e in enumerate(entries):
+                for t in (e.items if isinstance(e, VecDistAttr) else (e,)):
+                    if isinstance(t, TensorDistAttr):
+                        _check_mesh(op, f"op_dist_attr {kind}({i})", t.mesh, seen)
+    if op.name in sigs:
+        sig = optimizer_sig(op)
+        if sig is not None:
+            _check_optimizer(op, sig)
+
+
 def verify_values(prog: Program) -> None:
     """What parses but no program can hold, as a located error: a dim below -1 (-1 is Paddle's
     unknown dim) or beyond int64, or a tensor of more than int64 elements; a mesh of no ranks, a
@@ -40,28 +139,7 @@ def verify_values(prog: Program) -> None:
     seen: set[int] = set()
     sigs = OPTIMIZER_KEYS
     for op in prog.walk():
-        for v in op.results:
-            if id(v._type) not in seen:
-                _new_types(op, seen)
-                break
-        else:
-            for v in op._operands:
-                if v is not None and id(v._type) not in seen:
-                    _new_types(op, seen)
-                    break
-        d = op.attr("op_dist_attr")
-        if d is not None and id(d) not in seen and isinstance(d, OperationDistAttr):
-            seen.add(id(d))
-            _check_mesh(op, "op_dist_attr", d.mesh, seen)
-            for kind, entries in (("operand", d.operands), ("result", d.results)):
-                for i, e in enumerate(entries):
-                    for t in (e.items if isinstance(e, VecDistAttr) else (e,)):
-                        if isinstance(t, TensorDistAttr):
-                            _check_mesh(op, f"op_dist_attr {kind}({i})", t.mesh, seen)
-        if op.name in sigs:
-            sig = optimizer_sig(op)
-            if sig is not None:
-                _check_optimizer(op, sig)
+        _values_of(op, seen, sigs)
 
 
 def _new_types(op: Operation, seen: set[int]) -> None:

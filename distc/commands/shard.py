@@ -151,7 +151,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                             paddle_merge=paddle)
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
-                             diagnostics=diags)
+                             diagnostics=diags, values_checked=True)  # (load_kept checked MAIN's values)
         prog = pipe.program
         pipe.warn_unknown_ops()
         known = pipe.ranks()

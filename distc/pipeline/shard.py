@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Mapping
 
 from ..analysis.cost import program_ranks, require_rank
 from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands
-from ..analysis.verify import verify
+from ..analysis.verify import verify, verify_changed, verify_values
 from ..dialects.known_ops import unknown_op_warnings
 from ..ir.core import Program
 from ..ir.records import field, record
@@ -133,8 +133,11 @@ class ShardPipeline:
 
     def __init__(self, program: Program, options: ShardOptions | None = None, *,
                  startup: Program | Mapping[int, Program] | None = None, sources: Mapping[str, str] | None = None,
-                 diagnostics: Diagnostics | None = None) -> None:
+                 diagnostics: Diagnostics | None = None, values_checked: bool = False) -> None:
         self.program = program
+        # MAIN passed analysis.verify.verify_values (the command's load did it; else check_main
+        # does): the final verify then checks only what the passes created or changed
+        self.values_checked = values_checked
         self.options = options or ShardOptions()
         self.ctx = PassContext(diagnostics=diagnostics if diagnostics is not None else Diagnostics(),
                                sources=dict(sources or {}))
@@ -171,6 +174,12 @@ class ShardPipeline:
         """The main program is dist-typed and holds an optimizer update (else an error, or at
         stage 0 a warning); it is no startup program."""
         prog, o = self.program, self.options
+        if not self.values_checked:
+            try:
+                verify_values(prog)
+            except DiagnosticError as e:
+                raise self.ctx.located(e, prog.filename) from None
+            self.values_checked = True
         check_main(prog, prog.filename or "<input>", o.stage, self.ctx.warn, asked="--tensor-fusion"
                    if o.tensor_fusion else None, axis=o.axis, mesh_dims=o.mesh_dims)
 
@@ -292,7 +301,7 @@ class ShardPipeline:
         try:
             PassManager(passes, verify_each=verify_each).run(prog, ctx)
             if final_verify and not verify_each:
-                verify(prog)
+                (verify_changed if self.values_checked else verify)(prog)
         except DiagnosticError as e:
             raise ctx.located(e, prog.filename) from None
 
