@@ -123,6 +123,8 @@ class PaddleAPI:
     def cvt(self, like, attr: TensorDistAttr, shape: Sequence[int] | None = None) -> DistTensorType:
         """Paddle's ``cvt_to_dist_type(type, attr)``: ``like``'s shape and dtype, ``attr``."""
         t = like.type if isinstance(like, Value) else like
+        if shape is None and isinstance(t, DistTensorType):  # (one shared type per layout)
+            return t.with_dist(self.maker.restyle(attr))  # type: ignore[arg-type]
         return self.dist_type(tuple(shape) if shape is not None else t.shape, t.dtype, attr)
 
     @staticmethod

@@ -127,13 +127,39 @@ def merged_dims_mapping(sig: OptSig, op: Operation) -> list[int] | None:
     return out
 
 
-def respmd(op: Operation, sig: OptSig, mk: Maker) -> bool:
+def respmd(op: Operation, sig: OptSig, mk: Maker, memo: dict | None = None) -> bool:
     """Recompute the optimizer op's op_dist_attr entries for param, grad, states and master from
-    the current operand layouts, and retype the in-place results.  True if anything changed."""
+    the current operand layouts, and retype the in-place results.  True if anything changed.
+    ``memo``: answers by (op_dist_attr, signature, operand and result types), all immutable and
+    shared between ops (a program's optimizer updates fall into a few such kinds)."""
     d = op.dist_attr
+    if memo is None:
+        plan = _respmd_plan(op, sig, mk, d)
+    else:
+        types = (tuple(None if v is None else v._type for v in op._operands), tuple(r._type for r in op.results))
+        key = (id(d), id(sig), tuple(map(id, types[0])), tuple(map(id, types[1])))
+        hit = memo.get(key)
+        if hit is None:  # (the key's objects are kept alive by the entry: their ids stay theirs)
+            hit = memo[key] = (d, sig, types, _respmd_plan(op, sig, mk, d))
+        plan = hit[3]
+    if plan is None:
+        return False
+    new, retypes = plan
+    changed = new is not d
+    if changed:
+        op.dist_attr = new
+    for r, t in retypes:
+        op.results[r].type = t
+        changed = True
+    return changed
+
+
+def _respmd_plan(op: Operation, sig: OptSig, mk: Maker, d) -> tuple | None:
+    """What :func:`respmd` does to ``op``: (its new op_dist_attr, or ``d`` itself when equal;
+    [(result index, new type)]), or None for nothing."""
     dm = merged_dims_mapping(sig, op)
     if d is None or dm is None:
-        return False
+        return None
     pdist = dist_of(op.operand(0))
     assert pdist is not None
     merged = mk.tensor_dist(pdist.mesh, dm)
@@ -152,19 +178,15 @@ def respmd(op: Operation, sig: OptSig, mk: Maker) -> bool:
         if role in (PARAM, STATE, MASTER) and op.operand(oi) is not None:
             results[r] = mk.restyle(merged.with_(mesh=_entry_mesh(results[r], pdist.mesh)))
     new = d.with_(operands=tuple(operands), results=tuple(results))
-    changed = new != d
-    if changed:
-        op.dist_attr = new
+    retypes = []
     for r, e in enumerate(results):
         if r >= op.num_results:
             break
-        res = op.results[r]
-        t = res.type
+        t = op.results[r].type
         if isinstance(t, DistTensorType) and isinstance(e, TensorDistAttr) and not e.is_empty:
             if t.dist != e:
-                res.type = t.with_dist(e)
-                changed = True
-    return changed
+                retypes.append((r, t.with_dist(e)))
+    return (d if new == d else new), retypes
 
 
 def _entry_mesh(e, default: ProcessMesh) -> ProcessMesh:
@@ -241,8 +263,9 @@ class ShardOptimizerPass(ModulePass):
         if self.stage != 3:
             self._amp_path(prog, targets, mk, ctx)
         decisions: list[ShardingDecision] = []
+        memo: dict = {}  # (see respmd; and "place", "spmd" layouts: one object per kind)
         for op, sig in opt_ops:
-            dec = self._shard_one(op, sig, axis, mk, ctx)
+            dec = self._shard_one(op, sig, axis, mk, ctx, memo)
             if dec is not None:
                 decisions.append(dec)
         if self.stage in (1, 2) and not any(d.states for d in decisions):
@@ -258,11 +281,11 @@ class ShardOptimizerPass(ModulePass):
             self._amp_path(prog, targets, mk, ctx)
             local_state_shapes(decisions)
             for op, sig in opt_ops:
-                respmd(op, sig, mk)
+                respmd(op, sig, mk, memo)
         ctx.stats.sharded_states = decisions
 
     def _shard_one(self, op: Operation, sig: OptSig, axis: int, mk: Maker,
-                   ctx: PassContext) -> ShardingDecision | None:
+                   ctx: PassContext, memo: dict) -> ShardingDecision | None:
         param = op.operand(0)
         pd = dist_of(param)
         if pd is None or param is None:
@@ -294,12 +317,15 @@ class ShardOptimizerPass(ModulePass):
             if not isinstance(t, DistTensorType):
                 continue
             want = sharded if role != BETA_POW else replicated
-            attr = mk.from_placements(pd.mesh, want, t.rank)
+            key = ("layout", pd.mesh, pd.mesh.dim_names, want, t.rank)
+            attr = memo.get(key)
+            if attr is None:
+                attr = memo[key] = mk.from_placements(pd.mesh, want, t.rank)
             before = t.dist
-            self._place(op, i, v, attr, mk)
+            self._place(op, i, v, attr, mk, memo)
             if role != BETA_POW:
                 dec.states.append((name, op.operand(i), before, attr))  # type: ignore[arg-type]
-        respmd(op, sig, mk)
+        respmd(op, sig, mk, memo)
         if dec.states:
             names = ", ".join(n for n, *_ in dec.states)
             pl = "[" + ", ".join(str(p) for p in sharded) + "]"
@@ -343,7 +369,7 @@ class ShardOptimizerPass(ModulePass):
         return True
 
     @staticmethod
-    def _place(op: Operation, i: int, v: Value, attr: TensorDistAttr, mk: Maker) -> None:
+    def _place(op: Operation, i: int, v: Value, attr: TensorDistAttr, mk: Maker, memo: dict) -> None:
         """Paddle's ``_apply_placement``: retype a ``pd_op.data`` state, reshard any other."""
         t = v.type
         assert isinstance(t, DistTensorType)
@@ -351,7 +377,9 @@ class ShardOptimizerPass(ModulePass):
         if owner is not None and owner.name == ops.DATA:
             if t.dist != attr:
                 v.type = t.with_dist(attr)
-            new_d = mk.op_dist(attr.mesh, [], [attr])
+            new_d = memo.get(("data", id(attr)))  # (attr: one object per layout, kept by the memo)
+            if new_d is None:
+                new_d = memo[("data", id(attr))] = mk.op_dist(attr.mesh, [], [attr])
             if owner.dist_attr != new_d:
                 owner.dist_attr = new_d
             return
