@@ -100,14 +100,14 @@ def optimizer_memory(prog: Program, rank: int) -> MemoryReport:
 OptimizerOperands = list[tuple[str, str, list[tuple[str, str, object]]]]
 
 
-def optimizer_operands(prog: Program) -> OptimizerOperands:
+def optimizer_operands(prog: Program, updates: list | None = None) -> OptimizerOperands:
     """What :func:`optimizer_memory` sizes, as (immutable) types: a snapshot that stays valid
-    while passes retype the values, so one walk serves every rank."""
+    while passes retype the values, so one walk serves every rank.  ``updates``: the program's
+    (op, optimizer signature) pairs in program order, if known (an index's)."""
     out: OptimizerOperands = []
-    for op in prog.walk():
-        sig = optimizer_sig(op)
-        if sig is None:
-            continue
+    if updates is None:
+        updates = [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
+    for op, sig in updates:
         p = _source(op.operand(0))
         ents = []
         for i, (role, name) in enumerate(sig.operands):

@@ -73,15 +73,22 @@ def _extra_shard(a: TensorDistAttr | None, b: TensorDistAttr | None) -> int | No
     return None
 
 
-def _fused(prog: Program) -> ZeroFound | None:
-    slices = [op for op in prog.walk() if op.name == ops.PARAMETER
-              and str(getattr(op.attr("parameter_name"), "value", "")).startswith("slice@")]
+def _updates(prog: Program, index):
+    """(op, optimizer signature) of every optimizer update, in program order."""
+    if index is not None:
+        return index.updates()
+    return [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
+
+
+def _fused(prog: Program, index=None) -> ZeroFound | None:
+    params = index.named(ops.PARAMETER) if index is not None else (op for op in prog.walk() if op.name == ops.PARAMETER)
+    slices = [op for op in params if str(getattr(op.attr("parameter_name"), "value", "")).startswith("slice@")]
     if slices:
         names = [str(op.attr("parameter_name").value) for op in slices]
         more = f" and {len(names) - 2} more" if len(names) > 2 else ""
         return ZeroFound(FUSED, f"parameter{'s' * (len(names) > 1)} {', '.join(repr(n) for n in names[:2])}{more} "
                                 f"(each rank's piece of a fused buffer)", slices[0])
-    for op in prog.walk():
+    for op in (index.named("pd_op.coalesce_tensor_") if index is not None else prog.walk()):
         if op.name == "pd_op.coalesce_tensor_":
             return ZeroFound(FUSED, f"'pd_op.coalesce_tensor_' packs {op.num_operands and _count(op)} "
                                     f"tensors into one buffer", op)
@@ -153,17 +160,14 @@ def _param_dim(op: Operation, sig) -> tuple[Value | None, int]:
     return None, -1
 
 
-def _sharded_over(prog: Program, axis: int) -> ZeroFound | None:
+def _sharded_over(prog: Program, axis: int, index=None) -> ZeroFound | None:
     """ZeRO-3 by its parameters: each updated parameter with a tensor dim not yet sharded is
     ``Shard`` on mesh dim ``axis`` (Paddle's ``get_placement_with_sharding``), at least two are
     (one parameter sharded there is as likely a tensor-parallel one and a wrong ``axis``: the
     pass's own error says that)."""
     first: Value | None = None
     count = 0
-    for op in prog.walk():
-        sig = optimizer_sig(op)
-        if sig is None:
-            continue
+    for op, sig in _updates(prog, index):
         p, _ = _param_dim(op, sig)
         pd, rank = _dist(p), getattr(getattr(p, "type", None), "rank", 0)
         if p is None or pd is None or axis >= len(pd.placements):
@@ -182,17 +186,15 @@ def _sharded_over(prog: Program, axis: int) -> ZeroFound | None:
                      first.owner)
 
 
-def zero_found(prog: Program, axis: int | None = None) -> ZeroFound | None:
+def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound | None:
     """The ZeRO sharding ``prog`` already carries (the first sign found), or None.  ``axis``: the
-    mesh dim ZeRO would shard over, if known (one more ZeRO-3 sign: :func:`_sharded_over`)."""
-    found = _fused(prog)
+    mesh dim ZeRO would shard over, if known (one more ZeRO-3 sign: :func:`_sharded_over`);
+    ``index``: the program's :class:`~distc.analysis.op_index.OpIndex`, if one is at hand."""
+    found = _fused(prog, index)
     if found is not None:
         return found
     stage1: ZeroFound | None = None
-    for op in prog.walk():
-        sig = optimizer_sig(op)
-        if sig is None:
-            continue
+    for op, sig in _updates(prog, index):
         p, pi = _param_dim(op, sig)
         pd = _dist(p)
         if p is None or pd is None:
@@ -224,13 +226,15 @@ def zero_found(prog: Program, axis: int | None = None) -> ZeroFound | None:
             if d is not None:
                 stage1 = ZeroFound(STAGE1, f"'{op.name}' updates parameter '{_name(p)}' as {want.placements[d]} "
                                            f"on mesh dim {d} where the parameter is {pd.placements[d]}", op)
-    return stage1 or _lowered(prog) or (_sharded_over(prog, axis) if axis is not None else None)
+    return stage1 or _lowered(prog, index) or (_sharded_over(prog, axis, index) if axis is not None else None)
 
 
-def _lowered(prog: Program) -> ZeroFound | None:
+def _lowered(prog: Program, index=None) -> ZeroFound | None:
     """A communication op (all_reduce, all_gather ...): only Paddle's reshard pass inserts them, so
     the program is after partition and reshard even where no optimizer shows it (plain data
     parallel: the gradients' all_reduce)."""
+    if index is not None and not any(collective_kind(n) is not None for n in index.names):
+        return None  # (no communication op at all)
     for op in prog.walk():  # (a dense program is another mistake, said as such)
         if collective_kind(op.name) is not None and any(_dist(r) is not None for r in op.results):
             return ZeroFound(LOWERED, f"it holds '{op.name}', communication that Paddle's reshard pass inserts", op)

@@ -58,6 +58,9 @@ class PassContext:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     rings: RingAllocator = field(default_factory=RingAllocator)
     sources: dict[str, str] = field(default_factory=dict)
+    # the program's OpIndex (distc.analysis.op_index) while it is fresh: set by the shard pipeline
+    # for its first pass, which looks the optimizer updates up there instead of walking the program
+    op_index: object = None
 
     def warn(self, w: DiagnosticError | str) -> None:
         """A warning (a located ``DiagnosticError`` of severity warning, or a rendered text)."""

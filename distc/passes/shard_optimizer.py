@@ -225,9 +225,15 @@ class ShardOptimizerPass(ModulePass):
             ctx.notes.append("shard-optimizer: stage 0, optimizer states left as they are")
             return
         mk = Maker(prog.style)
-        opt_ops = [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
-        unknown = sorted({op.name for op in prog.walk() if op.name.endswith("_") and looks_like_optimizer(op)
-                          and optimizer_sig(op) is None})
+        index = ctx.op_index if ctx.op_index is not None and ctx.op_index.fresh(prog) else None
+        if index is not None:  # (the pipeline's, from its input checks: no walk)
+            opt_ops = index.updates()
+            unknown = sorted({op.name for op, sig in index.optimizers if sig is None and op.name.endswith("_")
+                              and looks_like_optimizer(op)})
+        else:
+            opt_ops = [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
+            unknown = sorted({op.name for op in prog.walk() if op.name.endswith("_") and looks_like_optimizer(op)
+                              and optimizer_sig(op) is None})
         for name in unknown:
             ctx.notes.append(f"shard-optimizer: '{name}' with this operand count is not in the "
                              f"optimizer table; left unsharded")
@@ -261,7 +267,7 @@ class ShardOptimizerPass(ModulePass):
         ctx.notes.append(f"shard-optimizer: sharding mesh dim {axis} ({dim_name}, {how})")
         targets = self._grad_targets(opt_ops, axis, mk)
         if self.stage != 3:
-            self._amp_path(prog, targets, mk, ctx)
+            self._amp_path(prog, targets, mk, ctx, index)
         decisions: list[ShardingDecision] = []
         memo: dict = {}  # (see respmd; and "place", "spmd" layouts: one object per kind)
         for op, sig in opt_ops:
@@ -354,8 +360,8 @@ class ShardOptimizerPass(ModulePass):
             targets.append((op, gi, want))
         return targets
 
-    def _amp_path(self, prog: Program, targets, mk: Maker, ctx: PassContext) -> bool:
-        why = detect_amp(prog)
+    def _amp_path(self, prog: Program, targets, mk: Maker, ctx: PassContext, index=None) -> bool:
+        why = detect_amp(prog, index)
         if not self.amp and not why:
             return False
         ctx.stats.amp = True
@@ -389,11 +395,13 @@ class ShardOptimizerPass(ModulePass):
         op.set_operand(i, api.reshard(v, attr))
 
 
-def sharding_axis(prog: Program, axis: str | int | None, mesh_dims: tuple[str, ...] = ()) -> int | None:
+def sharding_axis(prog: Program, axis: str | int | None, mesh_dims: tuple[str, ...] = (), index=None) -> int | None:
     """The mesh dim ``shard-optimizer`` shards ``prog`` over: ``axis`` (an index or a name of
     ``mesh_dims``), else Paddle's rule; None where there is no distributed update or ``axis`` is
     not a mesh dim (the pass says so)."""
-    params = [(op, pd) for op in prog.walk() if optimizer_sig(op) is not None and (pd := dist_of(op.operand(0)))]
+    updates = index.updates() if index is not None else [(op, sig) for op in prog.walk()
+                                                           if (sig := optimizer_sig(op)) is not None]
+    params = [(op, pd) for op, _ in updates if (pd := dist_of(op.operand(0)))]
     if not params:
         return None
     try:

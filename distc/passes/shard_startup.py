@@ -38,12 +38,13 @@ from .zero3 import like_int_array
 SINKS = {ops.SHADOW_OUTPUT: "output_name", ops.SET_PARAMETER: "parameter_name"}
 
 
-def persistable_layouts(main: Program, params: bool = False) -> dict[str, DistTensorType]:
+def persistable_layouts(main: Program, params: bool = False, named=None) -> dict[str, DistTensorType]:
     """name -> type of every ``pd_op.data`` of the main program (Paddle's ``name_map_value``);
-    with ``params``, of every ``builtin.parameter`` instead."""
+    with ``params``, of every ``builtin.parameter`` instead.  ``named``: name -> the program's
+    top-level ops of that name in order, if known (an index's)."""
     out: dict[str, DistTensorType] = {}
     want, key = (ops.PARAMETER, "parameter_name") if params else (ops.DATA, "name")
-    for op in main.block.ops:
+    for op in (main.block.ops if named is None else named(want)):
         if op.name == want:
             a = op.attr(key)
             t = op.results[0].type if op.results else None
@@ -142,11 +143,12 @@ def _create_as_shard(v, t: DistTensorType, mk: Maker, local_shape: bool = False)
 INITIALIZERS = frozenset({"pd_op.uniform", "pd_op.gaussian", "pd_op.truncated_gaussian_random"})
 
 
-def persistable_ranks(main: Program) -> dict[str, frozenset[int]]:
+def persistable_ranks(main: Program, named=None) -> dict[str, frozenset[int]]:
     """name -> the ranks of every mesh the main program's ``pd_op.data`` / ``builtin.parameter``
-    of that name lives on (a name can be on several: each pipeline stage has its learning rate)."""
+    of that name lives on (a name can be on several: each pipeline stage has its learning rate).
+    ``named``: as for :func:`persistable_layouts`."""
     out: dict[str, frozenset[int]] = {}
-    for op in main.block.ops:
+    for op in (main.block.ops if named is None else _in_order(named(ops.DATA), named(ops.PARAMETER))):
         key = "name" if op.name == ops.DATA else "parameter_name" if op.name == ops.PARAMETER else None
         t = op.results[0].type if key and op.results else None
         if key and isinstance(t, DistTensorType) and op.attr(key) is not None:
@@ -204,8 +206,23 @@ class MainLayouts:
     owners: dict[str, frozenset[int]]
 
     @classmethod
-    def of(cls, main: Program) -> "MainLayouts":
-        return cls(persistable_layouts(main), persistable_layouts(main, params=True), persistable_ranks(main))
+    def of(cls, main: Program, named=None) -> "MainLayouts":
+        """``named``: name -> the main program's top-level ops of that name in program order
+        (e.g. from an :class:`~distc.analysis.op_index.OpIndex` of its input checks: the passes
+        before add no ``pd_op.data`` nor parameter), else the block is walked."""
+        return cls(persistable_layouts(main, named=named), persistable_layouts(main, params=True, named=named),
+                   persistable_ranks(main, named))
+
+
+def _in_order(a: list, b: list) -> list:
+    """Two lists of ops of one block, each in program order, merged in program order (by source
+    line: both are parsed ops; else by walking the block)."""
+    if not a or not b:
+        return a or b
+    if all(op.loc is not None for op in a) and all(op.loc is not None for op in b):
+        return sorted(a + b, key=lambda op: op.loc)
+    keep = {id(op) for op in a + b}
+    return [op for op in a[0].parent.ops if id(op) in keep]
 
 
 def shard_startup(startup: Program, main: Program | dict[str, DistTensorType], rank: int,

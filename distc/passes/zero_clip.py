@@ -29,14 +29,15 @@ LOW_PRECISION = ("bf16", "f16", "bfloat16", "float16")
 PER_TENSOR_CLIPS = (ops.CLIP_BY_NORM, ops.CLIP)  # ClipGradByNorm, ClipGradByValue
 
 
-def detect_amp(prog: Program) -> list[str]:
-    """Reasons the program looks built under AMP (empty: no sign of it)."""
+def detect_amp(prog: Program, index=None) -> list[str]:
+    """Reasons the program looks built under AMP (empty: no sign of it).  ``index``: the
+    program's :class:`~distc.analysis.op_index.OpIndex`, if one is at hand (and fresh)."""
     why: list[str] = []
-    names = {op.name for op in prog.walk()}
+    names = index.names if index is not None else {op.name for op in prog.walk()}
     for n in (ops.CHECK_FINITE_AND_UNSCALE_, ops.UPDATE_LOSS_SCALING_):
         if n in names:
             why.append(f"'{n}' (dynamic loss scaling)")
-    for op in prog.walk():
+    for op in (index.named(ops.CAST) if index is not None else prog.walk()):
         if op.name == ops.CAST:
             dt = op.attr("dtype")
             if dt is not None and any(str(dt).endswith(p) for p in LOW_PRECISION):

@@ -66,16 +66,17 @@ def state_names(prog: Program, rank: int | None = None) -> list[str]:
 
 
 def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = None,
-               axis: str | int | None = None, mesh_dims: tuple[str, ...] = ()) -> None:
-    """``axis``, ``mesh_dims``: as the shard options give them (the mesh dim ZeRO shards over)."""
-    check_not_sharded(prog, path, stage, warn, asked, sharding_axis(prog, axis, mesh_dims))
+               axis: str | int | None = None, mesh_dims: tuple[str, ...] = (), index=None) -> None:
+    """``axis``, ``mesh_dims``: as the shard options give them (the mesh dim ZeRO shards over);
+    ``index``: the program's :class:`~distc.analysis.op_index.OpIndex`, if one is at hand."""
+    check_not_sharded(prog, path, stage, warn, asked, sharding_axis(prog, axis, mesh_dims, index), index)
     if not any(r.dist_attr is not None for op in prog.walk() for r in op.results):
         dense = ("MAIN has no dist types: it is a dense program (a rank's program after dist-to-dense, or not "
                  "auto-parallel); MAIN is the dist-typed program Paddle dumps just before apply_partition_pass")
         if stage >= 1:
             raise DiagnosticError(dense, filename=path)
         warn(f"{path}: warning: {dense}")
-    if _opt_ops(prog):
+    if (index.optimizers if index is not None else _opt_ops(prog)):
         return
     if _looks_like_startup(prog):
         raise DiagnosticError("MAIN looks like a startup program (it sets parameters and has no backward or "
@@ -88,13 +89,13 @@ def check_main(prog: Program, path: str, stage: int, warn, asked: str | None = N
 
 
 def check_not_sharded(prog: Program, path: str, stage: int, warn, asked: str | None = None,
-                      axis: int | None = None) -> None:
+                      axis: int | None = None, index=None) -> None:
     """A MAIN that already carries ZeRO: an error at stages 1-3 (``asked``: the option that asks
     for sharding, default ``--stage N``), a warning at stage 0.  ``axis``: the mesh dim ZeRO
     shards over (a ZeRO-3 program has every parameter it can shard Shard there)."""
     from ..analysis.zero_found import FUSED, LOWERED, STAGE1, zero_found
 
-    found = zero_found(prog, axis)
+    found = zero_found(prog, axis, index)
     if found is None:
         return
     asked = asked or f"--stage {stage}"
@@ -163,11 +164,13 @@ def check_startup(prog: Program, startup: Program, path: str, warn, rank: int | 
              f"they would start uninitialised")
 
 
-def check_sharding_degree(prog: Program, axis: int | None, dims: tuple[str, ...], path: str, warn) -> None:
-    """A sharding mesh dim of size 1: ZeRO saves nothing, say so (never a silent 'saving 0 bytes')."""
+def check_sharding_degree(prog: Program, axis: int | None, dims: tuple[str, ...], path: str, warn,
+                          opt_ops: list | None = None) -> None:
+    """A sharding mesh dim of size 1: ZeRO saves nothing, say so (never a silent 'saving 0 bytes').
+    ``opt_ops``: the program's optimizer ops in program order, if known (an index's)."""
     if axis is None:
         return
-    for op in _opt_ops(prog):
+    for op in (_opt_ops(prog) if opt_ops is None else opt_ops):
         d = dist_of(op.operand(0)) if op.num_operands else None
         if d is not None and axis < d.mesh.ndim:
             if d.mesh.shape[axis] == 1:

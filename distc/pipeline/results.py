@@ -125,3 +125,32 @@ class ShardResult(Mapping):
 
     def __len__(self) -> int:
         return len(self.ranks)
+
+
+def fused_result(res: RankResult, fusion) -> None:
+    """The rank's buffers and who updates what (``res.fusion``); its memory: parameters and
+    gradients are held whole (the fused buffers), states only for the pieces it updates."""
+    from ..analysis.memory import MemoryReport, ParamMemory
+    from ..passes.fusion_layout import local_shape, numel, plan_summary
+
+    res.fusion = plan_summary(fusion.buffers, fusion.group, res.rank)
+    before = res.memory_before
+    if before is None:
+        return
+    mine = {u.name: pc for u, _, _, pc in fusion.todo}
+    rows = []
+    for r in before.rows:
+        st = dict(r.states)
+        pc = mine.get(r.name, False)
+        if pc is False:
+            st = {k: 0 for k in st}
+        elif pc is not None:  # the piece's moments (beta pows stay scalars)
+            n, whole = pc.end - pc.begin, max(numel(local_shape(pc.update.param)), 1)
+            st = {k: (v if "pow_acc" in k else v // whole * n) for k, v in st.items()}
+        param = r.param
+        if fusion.o.stage3 and pc not in (None, False):  # stage 3: the parameter kept as the piece only
+            param = r.param // max(numel(local_shape(pc.update.param)), 1) * (pc.end - pc.begin)
+        elif fusion.o.stage3 and pc is False and any(u.name == r.name for b in fusion.buffers for u in b.updates):
+            param = 0
+        rows.append(ParamMemory(r.name, r.op, param, r.grad, st))
+    res.memory_after = MemoryReport(res.rank, rows)

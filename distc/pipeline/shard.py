@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Mapping
 
 from ..analysis.cost import program_ranks, require_rank
 from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands
+from ..analysis.op_index import OpIndex
 from ..analysis.verify import verify, verify_changed, verify_values
 from ..dialects.known_ops import unknown_op_warnings
 from ..ir.core import Program
@@ -47,7 +48,7 @@ from ..passes.shard_optimizer import ShardOptimizerPass
 from ..passes.shard_startup import MainLayouts, ShardStartupPass
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 from .inputs import check_main, check_sharding_degree, check_startups
-from .results import RankResult, ShardResult
+from .results import RankResult, ShardResult, fused_result
 
 
 @record(frozen=True)
@@ -138,6 +139,7 @@ class ShardPipeline:
         # MAIN passed analysis.verify.verify_values (the command's load did it; else check_main
         # does): the final verify then checks only what the passes created or changed
         self.values_checked = values_checked
+        self._index: OpIndex | None = None  # MAIN's ops by name, from check_main, until the first pass
         self.options = options or ShardOptions()
         self.ctx = PassContext(diagnostics=diagnostics if diagnostics is not None else Diagnostics(),
                                sources=dict(sources or {}))
@@ -180,8 +182,9 @@ class ShardPipeline:
             except DiagnosticError as e:
                 raise self.ctx.located(e, prog.filename) from None
             self.values_checked = True
+        self._index = OpIndex(prog)
         check_main(prog, prog.filename or "<input>", o.stage, self.ctx.warn, asked="--tensor-fusion"
-                   if o.tensor_fusion else None, axis=o.axis, mesh_dims=o.mesh_dims)
+                   if o.tensor_fusion else None, axis=o.axis, mesh_dims=o.mesh_dims, index=self._index)
 
     def check_startups(self, ranks: Iterable[int]) -> None:
         """Each rank's startup program initialises the optimizer states the rank reads (none:
@@ -311,14 +314,25 @@ class ShardPipeline:
         if self.prepared is not None:
             return self.prepared
         prog, ctx, o = self.program, self.ctx, self.options
-        before = optimizer_operands(prog)
+        # MAIN's index from check_main, if MAIN is still as it was: the optimizer updates, the
+        # data and parameter ops, without walking the program for each (shard-optimizer adds none
+        # of those, and moves none)
+        idx, self._index = (self._index if self._index is not None and self._index.fresh(prog) else None), None
+        updates = idx.updates() if idx is not None else None
+        before = optimizer_operands(prog, updates)
         ran: list[str] = []
         passes = self.shared_passes()
         opt = [p for p in passes if isinstance(p, ShardOptimizerPass)]
-        self._run(opt, prog, ctx, final_verify=bool(opt) and o.annotate_only)
+        ctx.op_index = idx
+        try:
+            self._run(opt, prog, ctx, final_verify=bool(opt) and o.annotate_only)
+        finally:
+            ctx.op_index = None
         ran += [p.spec() for p in opt]
-        after = optimizer_operands(prog)
-        layouts = MainLayouts.of(prog)
+        after = optimizer_operands(prog, updates)
+        top = prog.block
+        layouts = MainLayouts.of(prog, None if idx is None else
+                                 lambda name: [op for op in idx.named(name) if op.parent is top])
         rest = [p for p in passes if not isinstance(p, ShardOptimizerPass)]
         if o.scheduled:  # (before the partition: which gradients the input reshards in the backward)
             from ..dialects.grads import resharded_in_backward
@@ -331,7 +345,8 @@ class ShardPipeline:
         self._run(rest, prog, ctx)
         ran += [p.spec() for p in rest]
         if o.stage >= 1:
-            check_sharding_degree(prog, ctx.stats.sharding_axis, o.mesh_dims, prog.filename or "<input>", ctx.warn)
+            check_sharding_degree(prog, ctx.stats.sharding_axis, o.mesh_dims, prog.filename or "<input>", ctx.warn,
+                                  None if idx is None else [op for op, _ in idx.optimizers])
         self.prepared = Prepared(prog, ctx, before, after, layouts, ran, list(ctx.notes))
         if o.scheduled:
             from ..passes.pipeline_schedule import stage_ranks  # (too few micro-batches: its located error)
@@ -368,7 +383,7 @@ class ShardPipeline:
             self._run(pre, prog, ctx, final_verify=o.annotate_only)
             res.ran += [p.spec() for p in pre]
             layouts = MainLayouts.of(prog)
-            self._fused(res, ctx.stats.fusion)
+            fused_result(res, ctx.stats.fusion)
         first, dist, dense = self._rank_parts(rank, replayer)
         if first:
             self._run(first, prog, ctx, final_verify=not dist)
@@ -404,35 +419,6 @@ class ShardPipeline:
                 raise ctx.located(e, sprog.filename) from None
             res.ran.append(f"shard-startup{{rank={rank}}} (on {sprog.filename or '<startup>'})")
         res.notes = ctx.notes
-
-    @staticmethod
-    def _fused(res: RankResult, fusion) -> None:
-        """The rank's buffers and who updates what (``res.fusion``); its memory: parameters and
-        gradients are held whole (the fused buffers), states only for the pieces it updates."""
-        from ..analysis.memory import MemoryReport, ParamMemory
-        from ..passes.fusion_layout import local_shape, numel, plan_summary
-
-        res.fusion = plan_summary(fusion.buffers, fusion.group, res.rank)
-        before = res.memory_before
-        if before is None:
-            return
-        mine = {u.name: pc for u, _, _, pc in fusion.todo}
-        rows = []
-        for r in before.rows:
-            st = dict(r.states)
-            pc = mine.get(r.name, False)
-            if pc is False:
-                st = {k: 0 for k in st}
-            elif pc is not None:  # the piece's moments (beta pows stay scalars)
-                n, whole = pc.end - pc.begin, max(numel(local_shape(pc.update.param)), 1)
-                st = {k: (v if "pow_acc" in k else v // whole * n) for k, v in st.items()}
-            param = r.param
-            if fusion.o.stage3 and pc not in (None, False):  # stage 3: the parameter kept as the piece only
-                param = r.param // max(numel(local_shape(pc.update.param)), 1) * (pc.end - pc.begin)
-            elif fusion.o.stage3 and pc is False and any(u.name == r.name for b in fusion.buffers for u in b.updates):
-                param = 0
-            rows.append(ParamMemory(r.name, r.op, param, r.grad, st))
-        res.memory_after = MemoryReport(res.rank, rows)
 
     # -- several ranks ----------------------------------------------------------------------------
     def run(self, ranks: Iterable[int] | None = None, *,

@@ -1,0 +1,65 @@
+"""The ops of a program by name, from one walk: what the input checks and the first passes of a
+shard run look up (the optimizer updates, whether a name occurs, the ops of one name) without
+each walking and inspecting every op of the program again.
+
+A snapshot: it describes the program as it was when built.  :meth:`OpIndex.fresh` tells whether
+the program still looks so (same ops at its ends, same count: the checks run before any pass
+changes anything, and the shard pipeline drops the index once its first pass has run).
+"""
+
+from __future__ import annotations
+
+from ..dialects.optimizers import OPTIMIZER_BASES, OPTIMIZERS, optimizer_sig
+from ..ir.core import Operation, Program
+
+_OPT_NAMES = frozenset(name for name, _ in OPTIMIZERS)  # the names optimizer_sig may know
+
+
+def optimizer_like(name: str) -> bool:
+    """:func:`distc.dialects.optimizers.looks_like_optimizer` by the name alone."""
+    return name.split(".")[-1].rstrip("_") in OPTIMIZER_BASES
+
+
+class OpIndex:
+    """``by_name``: op name -> its ops in program order (regions included, as
+    :meth:`~distc.ir.core.Program.walk` visits them); ``optimizers``: (op, its
+    :func:`~distc.dialects.optimizers.optimizer_sig` or None) of every op that is an optimizer
+    update by the table or by its name, in program order."""
+
+    __slots__ = ("by_name", "optimizers", "_ends", "_count")
+
+    def __init__(self, prog: Program) -> None:
+        by_name: dict[str, list[Operation]] = {}
+        like: dict[str, bool] = {}  # (a program has a few dozen names)
+        optimizers: list = []
+        for op in prog.walk():
+            name = op.name
+            ops = by_name.get(name)
+            if ops is None:
+                by_name[name] = [op]
+                like[name] = name in _OPT_NAMES or optimizer_like(name)
+            else:
+                ops.append(op)
+            if like[name]:
+                optimizers.append((op, optimizer_sig(op)))
+        self.by_name = by_name
+        self.optimizers = optimizers
+        block = prog.block
+        self._ends = (block.first, block.last)
+        self._count = len(block)
+
+    def fresh(self, prog: Program) -> bool:
+        """Whether ``prog``'s top-level block still has the ops it had at its ends and their count."""
+        block = prog.block
+        return (block.first, block.last) == self._ends and len(block) == self._count
+
+    @property
+    def names(self):
+        return self.by_name.keys()
+
+    def named(self, name: str) -> list[Operation]:
+        return self.by_name.get(name, [])
+
+    def updates(self) -> list:
+        """(op, signature) of the optimizer updates of the table, in program order."""
+        return [(op, sig) for op, sig in self.optimizers if sig is not None]
