@@ -10,9 +10,11 @@ timer (time.process_time) around each of its steps.
   print          print_program
   rest           everything else (option handling, summaries, memory and cost tables, writing)
 
-Each figure is the best of --repeat fresh processes.  Usage:
+Each figure is the best of --repeat fresh processes.  ``--checkout DIR`` runs another checkout's
+distc (``git archive d71f2c6 distc | tar -x -C /tmp/base``; its bytecode compiled) interleaved
+with this one, process by process, and prints both.  Usage:
 
-    .venv/bin/python bench/bench_phases.py [--repeat 3] [LAYERS ...]     (default 96 256)
+    .venv/bin/python bench/bench_phases.py [--repeat 3] [--checkout DIR] [LAYERS ...]     (default 96 256)
 """
 
 from __future__ import annotations
@@ -83,7 +85,12 @@ def main() -> None:
     ap.add_argument("layers", nargs="*", type=int, default=[96, 256])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "phases.json"))
+    ap.add_argument("--checkout", default=None, help="another checkout's root (holding distc/), run interleaved")
     args = ap.parse_args()
+    trees = {"this": None}
+    if args.checkout:
+        trees = {"checkout": str(Path(args.checkout).resolve()), "this": None}
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(args.checkout) / "distc")], check=True)
     load_before = [round(x, 2) for x in os.getloadavg()]
     rows = []
     for n in args.layers:
@@ -91,20 +98,28 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             src = Path(d) / gz.name[:-3]
             src.write_bytes(gzip.decompress(gz.read_bytes()))
-            runs = []
+            per = {t: [] for t in trees}
             for _ in range(args.repeat):
-                r = subprocess.run([sys.executable, "-c", CHILD, str(src), str(Path(d) / "out.ir")],
-                                   capture_output=True, text=True, check=True)
-                runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
-        best = {k: min(r[k] for r in runs) for k in runs[0]}
-        print(f"mlp{n}: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()) + " s CPU", flush=True)
-        rows.append(dict(layers=n, best_cpu_s={k: round(v, 3) for k, v in best.items()},
-                         runs=[{k: round(v, 3) for k, v in r.items()} for r in runs]))
+                for t, root in trees.items():
+                    env = dict(os.environ, PYTHONPATH=root) if root else None
+                    r = subprocess.run([sys.executable, "-c", CHILD, str(src), str(Path(d) / f"out.{t}.ir")],
+                                       capture_output=True, text=True, check=True, env=env, cwd=root or None)
+                    per[t].append(json.loads(r.stdout.strip().splitlines()[-1]))
+            same = len({(Path(d) / f"out.{t}.ir").read_bytes() for t in trees}) == 1
+        for t, runs in per.items():
+            keys = list(dict.fromkeys(k for r in runs for k in r))
+            best = {k: min(r.get(k, 0.0) for r in runs) for k in keys}
+            label = f"mlp{n}" + (f" ({t})" if len(trees) > 1 else "")
+            print(f"{label}: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()) + " s CPU", flush=True)
+            rows.append(dict(layers=n, tree=trees[t] or "this", best_cpu_s={k: round(v, 3) for k, v in best.items()},
+                             runs=[{k: round(v, 3) for k, v in r.items()} for r in runs]))
+        if len(trees) > 1:
+            print(f"mlp{n}: outputs {'byte-identical' if same else 'DIFFER'}", flush=True)
     Path(args.out).write_text(json.dumps(dict(
         what="one rank's distc shard (--rank 0, stage 1) in one process, CPU time (time.process_time) per step, "
              "best of the repeats (each column its own best)",
-        command="PYTHONPATH= .venv/bin/python bench/bench_phases.py --repeat %d %s" % (
-            args.repeat, " ".join(map(str, args.layers))),
+        command="PYTHONPATH= .venv/bin/python bench/bench_phases.py --repeat %d%s %s" % (
+            args.repeat, f" --checkout {args.checkout}" if args.checkout else "", " ".join(map(str, args.layers))),
         load_average_before=load_before, load_average_after=[round(x, 2) for x in os.getloadavg()],
         date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), results=rows), indent=2) + "\n")
 
