@@ -1,0 +1,154 @@
+"""The command line under a hostile user: what the argument layer does with unknown options,
+options given twice, ``--opt=value`` and ``--opt value``, ``-o-``, ``--``, missing arguments,
+``-h`` on every command, ``--json`` with usage errors, non-UTF-8 and very long arguments (README's
+CLI contract and ``distc --help``'s exit statuses: usage errors exit 2 with the usage line, never
+a traceback).  Pinned on d71f2c6's behaviour (click's), which the command-line layer that
+replaced click keeps.  Each case is one ``distc`` run, forked from one process that imported
+distc (the executable's ``run``: its exit status, its stdout and stderr)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples/mlp_dp2mp2_adamw.ir"
+COMMANDS = ("fmt", "shard", "reshard", "verify", "diff", "opt", "capture", "report", "schedule")
+
+RUNNER = r'''
+import json, os, sys
+from distc.cli import run
+
+out = []
+for i, args in enumerate(json.loads(sys.stdin.read())):
+    args = [os.fsdecode(a.encode("utf-8", "surrogateescape")) for a in args]
+    files = [f"run{i}.out", f"run{i}.err"]
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for fd, name in zip((1, 2), files):
+            os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+        sys.argv = ["distc", *args]
+        run(prog_name="distc")
+    _, status = os.waitpid(pid, 0)
+    out.append([os.waitstatus_to_exitcode(status), *(open(f, "rb").read().decode("utf-8", "replace") for f in files)])
+print(json.dumps(out))
+'''
+
+
+def distc(tmp_path, *cases: list[str]) -> list[tuple[int, str, str]]:
+    """Each case's (exit status, stdout, stderr), run in ``tmp_path`` (a ``main.ir`` there)."""
+    (tmp_path / "main.ir").write_bytes(SAMPLE.read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "OMP_NUM_THREADS": "1"}
+    env.pop("DISTC_DEBUG", None)
+    r = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps([list(c) for c in cases]), cwd=tmp_path,
+                       env=env, capture_output=True, text=True, errors="surrogateescape", timeout=600)
+    assert r.returncode == 0, r.stderr
+    return [tuple(x) for x in json.loads(r.stdout)]
+
+
+def usage(rc_out_err, message: str, command: str = "shard", line: bool = True) -> None:
+    """Exit 2, nothing on stdout, on stderr the usage line (not for a value missing or given to a
+    flag: click's way) and ``Error: message``."""
+    rc, out, err = rc_out_err
+    assert rc == 2 and out == "", (rc, out, err)
+    if not line:
+        assert err == f"Error: {message}\n", err
+    elif command.startswith("["):  # distc's own usage
+        assert err.startswith(f"Usage: distc {command}\nTry 'distc --help' for help.\n"), err
+    else:
+        assert err.startswith(f"Usage: distc {command} [OPTIONS]") and f"Try 'distc {command} --help' for help." in err, err
+    assert err.rstrip("\n").endswith(f"Error: {message}"), err
+
+
+def test_usage_errors_exit_2_with_the_usage_line(tmp_path):
+    runs = distc(tmp_path, ["shard", "main.ir", "--bogus"], ["shard", "--bogus", "main.ir"], ["shard", "main.ir", "-Z"],
+                 ["shard"], ["shard", "main.ir", "--rank"], ["shard", "main.ir", "-o"], ["shard", "main.ir", "--rank", "abc"],
+                 ["shard", "main.ir", "--stage", "5"], ["shard", "main.ir", "--", "-q"], ["shard", "main.ir", "--sta", "3"],
+                 ["shard", "main.ir", "--rank", "--json"], ["shard", "main.ir", "—rank", "1"], ["shard", "main.ir", "--Stage", "3"],
+                 ["fmt", "main.ir", "--program=0"], ["diff", "main.ir"], ["shardd"], ["--bogus", "shard", "main.ir"])
+    usage(runs[0], "No such option '--bogus'. Did you mean '--jobs'?")
+    usage(runs[1], "No such option '--bogus'. Did you mean '--jobs'?")
+    usage(runs[2], "No such option '-Z'.")
+    usage(runs[3], "Missing argument 'MAIN'.")
+    usage(runs[4], "Option '--rank' requires an argument.", line=False)
+    usage(runs[5], "Option '-o' requires an argument.", line=False)
+    usage(runs[6], "Invalid value for '--rank': 'abc' is not a valid integer.")
+    usage(runs[7], "Invalid value for '--stage': 5 is not in the range 0<=x<=3.")
+    usage(runs[8], "Got unexpected extra argument (-q)")  # (after --: an argument, not an option)
+    usage(runs[9], "No such option '--sta'. (Did you mean one of: '--amp', '--stage', '--startup'?)")  # no abbreviations
+    rc, out, err = runs[10]  # --json taken as --rank's value: still a JSON error (the word is on the line)
+    assert rc == 2 and json.loads(out)["message"] == "Invalid value for '--rank': '--json' is not a valid integer."
+    usage(runs[11], "Got unexpected extra arguments (—rank 1)")  # (an em dash pasted for --)
+    usage(runs[12], "No such option '--Stage'. Did you mean '--stage'?")
+    usage(runs[13], "Invalid value for '--program': 0 is not in the range x>=1.", "fmt")
+    usage(runs[14], "Missing argument 'B'.", "diff")
+    usage(runs[15], "No such command 'shardd'.", "[OPTIONS] COMMAND [ARGS]...")
+    usage(runs[16], "No such option '--bogus'.", "[OPTIONS] COMMAND [ARGS]...")  # (an option of distc itself)
+
+
+def test_json_with_a_usage_error_is_one_json_object_on_stdout(tmp_path):
+    runs = distc(tmp_path, ["shard", "main.ir", "--json", "--bogus"], ["shard", "--json"], ["shard", "main.ir", "--json", "-o"],
+                 ["shard", "main.ir", "--no-such-flag", "--json"], ["report", "main.ir", "--json", "--stage", "7"],
+                 ["verify", "main.ir", "--bogus", "--json"], ["schedule", "main.ir", "--json", "--acc-steps", "x"])
+    for (rc, out, err), msg in zip(runs, ["No such option '--bogus'.", "Missing argument 'MAIN'.",
+                                          "Option '-o' requires an argument.", "No such option '--no-such-flag'.",
+                                          "Invalid value for '--stage': 7", "No such option '--bogus'.",
+                                          "Invalid value for '--acc-steps': 'x'"]):
+        doc = json.loads(out)
+        assert rc == 2 and doc["status"] == "error" and doc["kind"] == "usage" and doc["exit"] == 2, out
+        assert doc["message"].startswith(msg) and f"Error: {doc['message']}" in err, (doc, err)
+
+
+def test_help_on_every_command(tmp_path):
+    runs = distc(tmp_path, *([c, h] for c in COMMANDS for h in ("-h", "--help")), ["-h"], ["--help"], [],
+                 ["shard", "main.ir", "--json", "-h"], ["shard", "-h", "--bogus"], ["fmt", "--help=yes"])
+    for c, (rc, out, err) in zip([c for c in COMMANDS for _ in "hh"], runs):
+        assert rc == 0 and err == "" and out.startswith(f"Usage: distc {c} [OPTIONS]") and "-h, --help" in out, (c, out, err)
+    assert runs[0][1] == runs[1][1]
+    for rc, out, err in runs[-6:-4]:
+        assert rc == 0 and out.startswith("Usage: distc [OPTIONS] COMMAND") and "Exit status:" in out
+        assert all(f"  {c} " in out for c in COMMANDS), out
+    rc, out, err = runs[-4]
+    assert rc == 2 and out == "" and err.startswith("Usage: distc [OPTIONS] COMMAND")  # no command: the help, exit 2
+    assert runs[-3][:2] == (0, runs[2][1])  # -h after the file and --json: the help
+    usage(runs[-2], "No such option '--bogus'. Did you mean '--jobs'?")  # (an unknown option before any help)
+    usage(runs[-1], "Option '--help' does not take a value.", line=False)
+
+
+def test_option_forms_give_the_same_run(tmp_path):
+    """``--rank=1``, ``--rank 1``, ``-o-``, ``-o -``, ``--output=-``, ``-qo-``, an option before the
+    file or after ``--``'s file; an option given twice: the last one (as click)."""
+    forms = [["shard", "main.ir", "--rank", "1", "-q", "-o", "-"], ["shard", "main.ir", "--rank=1", "-q", "-o", "-"],
+             ["shard", "main.ir", "--rank", "1", "-q", "-o-"], ["shard", "main.ir", "--rank", "1", "-q", "--output=-"],
+             ["shard", "main.ir", "--rank", "1", "-qo-"], ["shard", "-q", "--rank", "1", "-o", "-", "main.ir"],
+             ["shard", "--rank", "0", "--rank", "1", "-q", "-o", "-", "--", "main.ir"],
+             ["shard", "main.ir", "--rank", "1", "-q", "-o", "x.ir", "-o", "-"]]
+    runs = distc(tmp_path, *forms)
+    assert runs[0][0] == 0 and runs[0][1].startswith("{\n") and runs[0][2] == ""
+    assert all(r == runs[0] for r in runs[1:]), [(f, r[0], r[2][-300:]) for f, r in zip(forms, runs) if r != runs[0]]
+    assert not (tmp_path / "x.ir").exists()
+
+
+def test_dashes_non_utf8_and_long_arguments(tmp_path):
+    """A file named like an option after ``--``; a file name that is not UTF-8 and one longer than
+    the system takes: the input's error (exit 1), never a traceback."""
+    (tmp_path / "--weird.ir").write_bytes(SAMPLE.read_bytes())
+    bad = os.fsdecode(b"\xff\xfe.ir")
+    runs = distc(tmp_path, ["shard", "-q", "-o", "-", "--rank", "1", "--", "--weird.ir"],
+                 ["shard", "--", "--weird.ir", "-o", "-"], ["fmt", bad], ["fmt", "x" * 100_000],
+                 ["shard", "main.ir", "-q", "-o", "-", "--mesh-dims", "x" * 100_000], ["shard", "main.ir", "--" + "a" * 100_000],
+                 ["shard", "main.ir", os.fsdecode(b"--\xff")])
+    assert runs[0][0] == 0 and runs[0][1].startswith("{\n")
+    usage(runs[1], "Got unexpected extra arguments (-o -)")
+    assert runs[2][0] == 1 and runs[2][2].endswith(".ir: error: no such file\n"), runs[2]
+    assert runs[3][0] == 1 and runs[3][2].endswith(": error: File name too long\n"), runs[3][2][-200:]
+    assert runs[4][0] == 1 and runs[4][2].startswith("main.ir: error: shard-optimizer: mesh_dims names 1 dim(s)")
+    assert runs[5][0] == 2 and runs[6][0] == 2 and "Error: No such option" in runs[6][2]
+    assert not any("Traceback" in out + err for _, out, err in runs)
