@@ -255,6 +255,9 @@ def run(prog_name: str | None = None) -> None:
 
     catch_signals()
     try:
+        if os.environ.get("_DISTC_COMPLETE"):  # (click's shell completion, which went with click)
+            raise SystemExit("distc: error: shell completion (_DISTC_COMPLETE) is not available: distc no longer "
+                             "uses click; remove the line that sources it")
         main(prog_name=prog_name)
         code = 0
     except SystemExit as e:
@@ -267,6 +270,9 @@ def run(prog_name: str | None = None) -> None:
     except MemoryError:  # even the error report could not be made
         code = 1
         say("distc: error: out of memory")
+    except OSError as e:  # a help page, the version or a usage error that cannot be written (stdout full)
+        code = 1
+        say(f"distc: error: cannot write: {e.strerror or e}")
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:

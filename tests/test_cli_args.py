@@ -152,3 +152,41 @@ def test_dashes_non_utf8_and_long_arguments(tmp_path):
     assert runs[4][0] == 1 and runs[4][2].startswith("main.ir: error: shard-optimizer: mesh_dims names 1 dim(s)")
     assert runs[5][0] == 2 and runs[6][0] == 2 and "Error: No such option" in runs[6][2]
     assert not any("Traceback" in out + err for _, out, err in runs)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_help_or_version_on_a_full_stdout_is_an_error_not_a_traceback(tmp_path):
+    """A help page or the version that cannot be written (stdout on a full disk): exit 1 and one
+    line on stderr (a traceback and exit 1 with click and after it)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["shard", "-h"], ["--version"], ["--help"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-m", "distc", *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                               env=env, cwd=tmp_path, timeout=120)
+        assert r.returncode == 1 and r.stderr == "distc: error: cannot write: No space left on device\n", (args, r.stderr)
+
+
+def test_click_shell_completion_variable_is_one_line_not_the_help_page(tmp_path):
+    """``eval "$(_DISTC_COMPLETE=bash_source distc)"`` in a shell's rc file gave click's completion
+    script; with click gone it printed distc's whole help page on stderr at every shell start:
+    now one line saying why, exit 1, nothing on stdout (nothing for the shell to run)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "_DISTC_COMPLETE": "bash_source"}
+    r = subprocess.run([sys.executable, "-m", "distc"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert (r.returncode, r.stdout) == (1, "") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("distc: error: shell completion (_DISTC_COMPLETE) is not available"), r.stderr
+
+
+def test_a_number_that_is_not_one(tmp_path):
+    """'nan' for a float option (click takes it: a tolerance that makes every value DIVERGED, a
+    schedule table of nan, a buffer size read as the default) and an infinite buffer size (an
+    internal error, exit 70): usage errors."""
+    runs = distc(tmp_path, ["verify", "main.ir", "--ranks", "r{rank}.ir", "--rtol", "nan"],
+                 ["schedule", "main.ir", "--acc-steps", "2", "--flops", "NaN"],
+                 ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size", "nan", "-q"],
+                 ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size", "inf", "-q", "-o", "-"],
+                 ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size", "0.5", "-q", "-o", "-"])
+    usage(runs[0], "Invalid value for '--rtol': 'nan' is not a valid float range.", "verify")
+    usage(runs[1], "Invalid value for '--flops': 'NaN' is not a valid float range.", "schedule")
+    usage(runs[2], "Invalid value for '--comm-buffer-size': 'nan' is not a valid float.")
+    usage(runs[3], "--comm-buffer-size inf: a buffer size is a finite number of MB")
+    assert runs[4][0] == 0 and runs[4][1].startswith("{\n"), runs[4][2][-300:]

@@ -137,6 +137,9 @@ def test_command_lines_as_click(name):
     checked = 0
     for line in _lines(ours):
         a, b = runner.invoke(ours, line), runner.invoke(theirs, line)
+        if "nan" in line and a.exit_code == 2 and "Error: Invalid value for" in a.stderr and "'nan' is not a valid float" in a.stderr:
+            assert "'nan'" not in b.stderr, (name, line)  # click takes 'nan' for a float; distc refuses it (test_cli_args)
+            continue
         assert (a.exit_code, a.stdout, a.stderr) == (b.exit_code, b.stdout, b.stderr), (name, line)
         checked += 1
     assert checked > 10

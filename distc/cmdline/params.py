@@ -167,9 +167,12 @@ class _Number(ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            return self.number(value)
+            rv = self.number(value)
         except ValueError:
+            rv = None
+        if rv is None or rv != rv:  # (not a number: click takes 'nan', which no tolerance or size means)
             self.fail(f"{value!r} is not a valid {self.name}.", param, ctx)
+        return rv
 
 
 class _Int(_Number):

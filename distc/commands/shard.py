@@ -124,6 +124,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             raise cmdline.UsageError("--axis chooses the mesh dim ZeRO shards over; --stage 0 shards nothing")
         if not tensor_fusion and (overlap or release_gradients or comm_buffer_mb is not None):
             raise cmdline.UsageError("--overlap, --comm-buffer-size and --release-gradients go with --tensor-fusion")
+        if comm_buffer_mb is not None and abs(comm_buffer_mb) == float("inf"):  # (an internal error, exit 70)
+            raise cmdline.UsageError(f"--comm-buffer-size {comm_buffer_mb}: a buffer size is a finite number of MB")
         if tensor_fusion and stage == 0:
             raise cmdline.UsageError("--tensor-fusion shards: ZeRO-1 (Paddle's ShardingStage1) or --stage 3 (distc's)")
         if rank is not None and rank < 0:
