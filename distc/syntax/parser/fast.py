@@ -15,8 +15,8 @@ from .leaves import (
 )
 from .names import OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named
 from .texts import (
-    Cache as _Cache, Unread, dist_item, from_skeleton, joined_line, keep_skeleton, kwarg_lines as _kwarg_lines,
-    skeleton_of, split_plain as _split_plain,
+    CACHE_TEXT, Cache as _Cache, Unread, dist_item, from_skeleton, joined_line, keep_skeleton,
+    kwarg_lines as _kwarg_lines, skeleton_of, split_plain as _split_plain,
 )
 
 
@@ -314,22 +314,22 @@ class FastParser:
             if e < 0:
                 e = n
             line = text[pos:e]
-            got = None
+            got = tail = skeleton = None
             hm = HEAD(line)
             if hm is not None:
-                tail = line[hm.end():]
-                got = tails.get(tail)
-                skeleton = None
-                if got is None and '"' in tail and "\\" not in tail and tail.count('"') in _FEW_QUOTES:
-                    skeleton = '""'.join(tail.split('"')[::2])  # (strings of one piece each)
-                    got = skeletons.get(skeleton)
+                if len(line) - hm.end() < CACHE_TEXT:  # (a longer one is not kept: no copy of it made)
+                    tail = line[hm.end():]
+                    got = tails.get(tail)
+                    if got is None and '"' in tail and "\\" not in tail and tail.count('"') in _FEW_QUOTES:
+                        skeleton = '""'.join(tail.split('"')[::2])  # (strings of one piece each)
+                        got = skeletons.get(skeleton)
                 if got is not None:
                     tails.hits += 1
                     m = (*hm.groups(), None, None, None)
                 else:
                     m = op_tail(line, hm, len(line))
             else:
-                m = tail = None
+                m = None
             span = 1
             if m is None and '"' in line and not _TRIVIA.fullmatch(line) and not REG(line):
                 m, e = joined_line(text, pos, e, OP)  # raw newlines inside a string
