@@ -8,7 +8,7 @@ import re
 import signal
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 from . import cmdline
 from .ir.core import Program

@@ -6,7 +6,7 @@ Everything comes from the pipeline's results (:class:`distc.pipeline.RankResult`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..analysis.cost import human_bytes as human
 from ..driver import err_console

@@ -9,7 +9,7 @@ these roles, ``passes.shard_optimizer`` shards them, ``passes.partition`` follow
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections import namedtuple
 
 from ..ir.core import Operation, Value
 from . import ops
@@ -19,14 +19,14 @@ PARAM, GRAD, LR, STATE, BETA_POW, MASTER, SKIP, SCALAR = (
     "param", "grad", "lr", "state", "beta_pow", "master", "skip_update", "scalar")
 
 
-class OptSig(NamedTuple):
-    """One signature of an optimizer op: operand roles (with names) and result -> operand."""
-
-    operands: tuple[tuple[str, str], ...]  # (role, name)
-    inplace: tuple[int, ...]  # result i updates operand inplace[i]
-    spmd: str  # "adam": merge param/grad/states/master; "sgd": param/grad elementwise only;
-    # "replicate": every operand whole (Paddle has no rule: its default one; lamb_'s trust ratio
-    # takes norms of the whole parameter and update, so ZeRO states are gathered for the update)
+# One signature of an optimizer op: operand roles (with names) and result -> operand.
+#   operands: tuple[tuple[str, str], ...]  (role, name)
+#   inplace: tuple[int, ...]  result i updates operand inplace[i]
+#   spmd: str  "adam": merge param/grad/states/master; "sgd": param/grad elementwise only;
+#   "replicate": every operand whole (Paddle has no rule: its default one; lamb_'s trust ratio
+#   takes norms of the whole parameter and update, so ZeRO states are gathered for the update)
+OptSig = namedtuple("OptSig", ["operands", "inplace", "spmd"])
+OptSig.__doc__ = "One signature of an optimizer op: operand roles (with names) and result -> operand."
 
 
 def _sig(operands: str, inplace: tuple[int, ...], spmd: str = "adam") -> OptSig:

@@ -8,7 +8,6 @@ Paddle's printer changed twice: 2023/2024 dumps tag scalars with their C++ kind
 from __future__ import annotations
 
 import math
-from typing import Union
 
 from .dist import OperationDistAttr
 from .records import record
@@ -248,10 +247,10 @@ class DictAttr:
         return "{" + ",".join(f"{k}:{v}" for k, v in self.items) + "}"
 
 
-Attribute = Union[
-    BoolAttr, IntAttr, FloatAttr, StrAttr, ArrayAttr, IntArrayAttr, DataTypeAttr, PlaceAttr,
-    IdentAttr, TypedAttr, RawAttr, DictAttr, OperationDistAttr,
-]
+Attribute = (
+    BoolAttr | IntAttr | FloatAttr | StrAttr | ArrayAttr | IntArrayAttr | DataTypeAttr | PlaceAttr
+    | IdentAttr | TypedAttr | RawAttr | DictAttr | OperationDistAttr
+)
 
 
 def number_attr(text: str, tag: str | None = None) -> "IntAttr | FloatAttr":

@@ -10,7 +10,7 @@ types go through :class:`Maker` so no pass spells a style itself; ops are built 
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from . import attrs as A
 from .core import Block, Operation

@@ -9,8 +9,8 @@ untouched parts of a program print back byte for byte and fast.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
-from typing import Iterable, Iterator, Mapping, Sequence
 
 from .attrs import Attribute
 from .dist import OperationDistAttr

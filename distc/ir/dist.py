@@ -8,7 +8,7 @@ dim: ``Shard(dim=k)``, ``Replicate()``, ``Partial(reduce_type=X)``) are derived 
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Union
+from collections.abc import Iterable
 
 from .records import field, record, replace
 
@@ -422,7 +422,7 @@ class VecDistAttr:
         return "[" + ",".join(i.format(**kw) for i in self.items) + "]"  # type: ignore[arg-type]
 
 
-DistEntry = Union[TensorDistAttr, VecDistAttr]
+DistEntry = TensorDistAttr | VecDistAttr
 
 
 @record(frozen=True, slots=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from math import prod
-from typing import Union
 
 from .dist import TensorDistAttr
 from .records import field, record, replace
@@ -129,5 +128,5 @@ class OpaqueType:
         return self.text
 
 
-Type = Union[DenseTensorType, DistTensorType, VectorType, NullType, OpaqueType]
+Type = DenseTensorType | DistTensorType | VectorType | NullType | OpaqueType
 NULL_TYPE = NullType()

@@ -3,7 +3,7 @@ use an (operation, operand index) pair; only :mod:`distc.ir.core` changes them).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .attrs import Attribute
 from .dist import TensorDistAttr

@@ -25,7 +25,7 @@ through this class; the lowering state (rank, rings, records, notes) is kept apa
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..dialects import collectives as C
 from ..dialects import ops, spmd

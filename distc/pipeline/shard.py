@@ -32,7 +32,7 @@ New stages (tensor fusion ...) are a field of :class:`ShardOptions` and a pass i
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ..analysis.cost import program_ranks, require_rank
 from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands

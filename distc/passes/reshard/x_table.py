@@ -49,7 +49,7 @@ with :func:`~.extra_lower.lower`, correct for uneven pieces and any order of pro
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...ir.dist import Placement
 from ...ir.records import record

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gc
 import re
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...ir.core import Program
 from ...ir.style import Style
