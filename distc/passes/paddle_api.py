@@ -113,9 +113,17 @@ class PaddleAPI:
 
     def op_attr(self, mesh: ProcessMesh, operands: Sequence = (), results: Sequence = (),
                 chunk_id: int = -1) -> OperationDistAttr:
-        """An op_dist_attr in the program's style (``chunk_id`` only where the style prints it)."""
+        """An op_dist_attr in the program's style (``chunk_id`` only where the style prints it);
+        one object for the same mesh and entries (by identity: entries equal in value may print
+        otherwise, ``{}`` and ``{<#AttrNull>}``), which printing and verifying key on."""
+        key = ("op", id(mesh), tuple(map(id, operands)), tuple(map(id, results)), chunk_id)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit[3]
         od = self.maker.op_dist(mesh, operands, results)
-        return od if od.chunk_id is None or chunk_id == -1 else od.with_(chunk_id=chunk_id)
+        od = od if od.chunk_id is None or chunk_id == -1 else od.with_(chunk_id=chunk_id)
+        self._cache[key] = (mesh, tuple(operands), tuple(results), od)  # (keeps the key's ids theirs)
+        return od
 
     def dist_type(self, shape: Sequence[int], dtype: str, attr: TensorDistAttr) -> DistTensorType:
         return self.maker.dist_type(shape, dtype, attr)

@@ -52,6 +52,11 @@ class _Partitioner:
         self.style = prog.style
         self.ctx = ctx
         self.inserted = 0
+        # (op_dist_attr, operand types, result types) -> whether every non-empty entry is already
+        # its value's layout (the op needs nothing); all immutable and shared, so most ops of a
+        # program fall into a few such kinds; the entry keeps its key's objects (and ids) alive
+        self.fits: dict = {}
+        self.cache: dict = {}  # PaddleAPI's: one op_dist_attr object per kind of reshard inserted
 
     def block(self, block: Block) -> None:
         for op in list(block.ops):
@@ -69,6 +74,13 @@ class _Partitioner:
             if len(d.results) != op.num_results:
                 raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
                                f"{len(d.results)} result entries")
+            types = (tuple([None if v is None else v._type for v in op._operands]), tuple([r._type for r in op.results]))
+            key = (id(d), tuple(map(id, types[0])), tuple(map(id, types[1])))
+            hit = self.fits.get(key)
+            if hit is None:
+                hit = self.fits[key] = (d, types, _fits(op, d))
+            if hit[2]:
+                continue  # (in-place pairs, operands and results alike: nothing to reshard, nothing to retype)
             self.inplace(op)
             self.operands(op)
             self.results(op)
@@ -77,7 +89,7 @@ class _Partitioner:
     def api(self, at: InsertPoint, op: Operation) -> PaddleAPI:
         """Paddle's API at ``at``, under ``op``'s role guard; diagnostics about what it builds
         point at ``op``."""
-        return PaddleAPI(self.style, at, op_role=op_role_attr(op), loc=op.loc)
+        return PaddleAPI(self.style, at, op_role=op_role_attr(op), loc=op.loc, cache=self.cache)
 
     def _reshard(self, cur: InsertPoint, src: Value, dst: TensorDistAttr, op: Operation) -> Value:
         self.inserted += 1
@@ -194,6 +206,26 @@ class _Partitioner:
             assert rv.owner is not None
             rv.owner.set_operand(0, r)
             op.set_attr("replace_all_uses_with_reshard_var", A.BoolAttr(True))
+
+
+def _fits(op: Operation, d) -> bool:
+    """Every non-empty entry of ``d`` is its value's layout already: partition leaves ``op`` as
+    it is (an in-place pair then reshards nothing either; a tensor list is always rebuilt)."""
+    for want, v in zip(d.operands, op._operands):
+        if v is None or not _nonempty(want):
+            continue
+        if isinstance(v._type, VectorType) or not isinstance(want, TensorDistAttr):
+            return False
+        pd = dist_of(v)
+        if pd is not None and pd != want:
+            return False
+    for want, r in zip(d.results, op.results):
+        if not isinstance(want, TensorDistAttr) or want.is_empty:
+            continue
+        t = r._type
+        if isinstance(t, DistTensorType) and t.dist != want:
+            return False
+    return True
 
 
 def split_truth(prog: Program, ctx: PassContext) -> int:

@@ -44,7 +44,7 @@ class ReshardPass(ModulePass):
 def _ring_ids_in(prog) -> set[int]:
     out = set()
     for op in prog.walk():
-        a = op.attrs.get("ring_id")
+        a = op.attr("ring_id")  # (not op.attrs: an unread op answers from its line, without reading it)
         if a is not None:  # (most ops have none)
             v = getattr(a, "value", None)
             if isinstance(v, int):
