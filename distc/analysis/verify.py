@@ -75,21 +75,7 @@ def verify_changed(prog: Program) -> None:
             raise _fail(op, "op's parent link does not point at its block")
         operands = op._operands
         if op.dirty:
-            for i, v in enumerate(operands):
-                if v is None:
-                    continue
-                if id(v) not in seen:
-                    raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-                u = v.uses
-                if len(u) > _LONG:
-                    found = long_uses.get(id(v))
-                    if found is None:
-                        found = long_uses[id(v)] = {(id(x), k) for x, k in u}
-                    ok = (id(op), i) in found
-                else:
-                    ok = _has_use(u, op, i)
-                if not ok:
-                    raise _fail(op, f"operand {i} is missing from its value's use list")
+            _check_operands(op, seen, long_uses)
             _values_of(op, checked, sigs)
         else:
             for i, v in enumerate(operands):
@@ -225,21 +211,7 @@ def _verify_block(block: Block, visible: set[int], fits: set, long_uses: dict | 
     for op in block.ops:
         if op.parent is not block:
             raise _fail(op, "op's parent link does not point at its block")
-        for i, v in enumerate(op._operands):
-            if v is None:
-                continue
-            if id(v) not in seen:
-                raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-            uses = v.uses
-            if len(uses) > _LONG:
-                found = long_uses.get(id(v))
-                if found is None:
-                    found = long_uses[id(v)] = {(id(u), k) for u, k in uses}
-                ok = (id(op), i) in found
-            else:
-                ok = _has_use(uses, op, i)
-            if not ok:
-                raise _fail(op, f"operand {i} is missing from its value's use list")
+        _check_operands(op, seen, long_uses)
         for r in op.results:
             for user, idx in r.uses:
                 if user._operands[idx] is not r:
@@ -253,6 +225,26 @@ def _verify_block(block: Block, visible: set[int], fits: set, long_uses: dict | 
 
 
 _LONG = 16  # use lists longer than this are looked up in a set (_verify_block)
+
+
+def _check_operands(op: Operation, seen: set[int], long_uses: dict) -> None:
+    """Each operand of ``op`` is defined before it (``seen``: ids of the values in scope) and
+    holds ``op`` in its use list (``long_uses``: see :func:`_verify_block`)."""
+    for i, v in enumerate(op._operands):
+        if v is None:
+            continue
+        if id(v) not in seen:
+            raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
+        uses = v.uses
+        if len(uses) > _LONG:
+            found = long_uses.get(id(v))
+            if found is None:
+                found = long_uses[id(v)] = {(id(u), k) for u, k in uses}
+            ok = (id(op), i) in found
+        else:
+            ok = _has_use(uses, op, i)
+        if not ok:
+            raise _fail(op, f"operand {i} is missing from its value's use list")
 
 
 def _has_use(uses: list, op: Operation, i: int) -> bool:
