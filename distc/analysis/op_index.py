@@ -3,7 +3,8 @@ shard run look up (the optimizer updates, whether a name occurs, the ops of one 
 each walking and inspecting every op of the program again.
 
 A snapshot: it describes the program as it was when built.  :meth:`OpIndex.fresh` tells whether
-the program still looks so (same ops at its ends, same count: the checks run before any pass
+the program is still so: no op of any of its blocks was inserted, removed or moved since (each
+block's ``ops`` list is the same object until the block changes; the checks run before any pass
 changes anything, and the shard pipeline drops the index once its first pass has run).
 """
 
@@ -26,7 +27,7 @@ class OpIndex:
     :func:`~distc.dialects.optimizers.optimizer_sig` or None) of every op that is an optimizer
     update by the table or by its name, in program order."""
 
-    __slots__ = ("by_name", "optimizers", "_ends", "_count")
+    __slots__ = ("by_name", "optimizers", "_blocks")
 
     def __init__(self, prog: Program) -> None:
         by_name: dict[str, list[Operation]] = {}
@@ -44,14 +45,16 @@ class OpIndex:
                 optimizers.append((op, optimizer_sig(op)))
         self.by_name = by_name
         self.optimizers = optimizers
-        block = prog.block
-        self._ends = (block.first, block.last)
-        self._count = len(block)
+        blocks = {id(prog.block): prog.block}
+        for ops in by_name.values():
+            for op in ops:
+                blocks.setdefault(id(op.parent), op.parent)
+        self._blocks = [(b, b.ops) for b in blocks.values()]
 
     def fresh(self, prog: Program) -> bool:
-        """Whether ``prog``'s top-level block still has the ops it had at its ends and their count."""
-        block = prog.block
-        return (block.first, block.last) == self._ends and len(block) == self._count
+        """Whether no block of ``prog`` had an op inserted, removed or moved since the index was built
+        (a block's ``ops`` snapshot is one list object until the block changes)."""
+        return self._blocks[0][0] is prog.block and all(b.ops is ops for b, ops in self._blocks)
 
     @property
     def names(self):
