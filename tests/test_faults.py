@@ -34,8 +34,17 @@ def run(*args, input=None, env=None):
     return CliRunner(env=env).invoke(main, [str(a) for a in args], input=input)
 
 
+def _as_from_a_terminal() -> None:
+    """The signals at their defaults in the child, as a command typed at a shell gets them: a suite
+    started under nohup or as a background job (`make test &`) hands its children SIGHUP or SIGINT
+    ignored, and distc keeps a signal it was started with ignored (test_faults_hostile)."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def proc(*args, env=None, stdin=None, **kw):
     e = {**os.environ, **(env or {})}
+    kw.setdefault("preexec_fn", _as_from_a_terminal)
     return subprocess.run([*DISTC, *map(str, args)], capture_output=True, text=True, env=e, stdin=stdin,
                           start_new_session=True, timeout=120, **kw)
 
