@@ -33,7 +33,7 @@ from ..ir.records import record
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
-from .sharding_util import chunk_id_of, dist_of, fail, op_role_attr, persistable, stop_gradient
+from .sharding_util import chunk_id_of, dist_of, fail, layout_key, op_role_attr, persistable, stop_gradient
 
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
 # before partition, distc lets them through
@@ -74,12 +74,11 @@ class _Partitioner:
             if len(d.results) != op.num_results:
                 raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
                                f"{len(d.results)} result entries")
-            types = (tuple([None if v is None else v._type for v in op._operands]), tuple([r._type for r in op.results]))
-            key = (id(d), tuple(map(id, types[0])), tuple(map(id, types[1])))
+            key, keyed = layout_key(op, d)
             hit = self.fits.get(key)
             if hit is None:
-                hit = self.fits[key] = (d, types, _fits(op, d))
-            if hit[2]:
+                hit = self.fits[key] = (keyed, _fits(op, d))
+            if hit[1]:
                 continue  # (in-place pairs, operands and results alike: nothing to reshard, nothing to retype)
             self.inplace(op)
             self.operands(op)

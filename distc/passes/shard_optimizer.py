@@ -39,7 +39,7 @@ from .base import ModulePass, PassContext, register
 from .zero3 import local_state_shapes, shard_parameters
 from .zero_clip import detect_amp, reshard_grads_before_clip
 from .paddle_api import PaddleAPI
-from .sharding_util import dist_of, fail, op_role_attr
+from .sharding_util import dist_of, fail, layout_key, op_role_attr
 
 
 # ------------------------------------------------------------------------------ placements
@@ -136,12 +136,11 @@ def respmd(op: Operation, sig: OptSig, mk: Maker, memo: dict | None = None) -> b
     if memo is None:
         plan = _respmd_plan(op, sig, mk, d)
     else:
-        types = (tuple(None if v is None else v._type for v in op._operands), tuple(r._type for r in op.results))
-        key = (id(d), id(sig), tuple(map(id, types[0])), tuple(map(id, types[1])))
+        key, keyed = layout_key(op, d, sig)
         hit = memo.get(key)
-        if hit is None:  # (the key's objects are kept alive by the entry: their ids stay theirs)
-            hit = memo[key] = (d, sig, types, _respmd_plan(op, sig, mk, d))
-        plan = hit[3]
+        if hit is None:  # (the entry keeps the keyed objects alive: their ids stay theirs)
+            hit = memo[key] = (keyed, _respmd_plan(op, sig, mk, d))
+        plan = hit[1]
     if plan is None:
         return False
     new, retypes = plan

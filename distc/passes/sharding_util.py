@@ -79,6 +79,16 @@ def dist_of(v: Value | None) -> TensorDistAttr | None:
     return t.dist if isinstance(t, DistTensorType) else None
 
 
+def layout_key(op: Operation, *head: object) -> tuple[tuple, tuple]:
+    """A key to memoise an answer about ``op`` by identity: of ``head`` (its op_dist_attr, an
+    optimizer signature ...) and of its operand and result types — immutable objects shared by
+    every op of one kind (``DistTensorType.with_dist`` gives one object per layout), so most ops
+    of a program fall into a few keys.  Returns (key, the objects keyed): the memo's entry must
+    hold the second, so that no keyed object dies and lends its id to another."""
+    types = (tuple([None if v is None else v._type for v in op._operands]), tuple([r._type for r in op.results]))
+    return (*map(id, head), tuple(map(id, types[0])), tuple(map(id, types[1]))), (head, types)
+
+
 def op_role_attr(op: Operation):
     return op.attr("op_role")
 
