@@ -12,7 +12,7 @@ import sys
 gc.set_threshold(100_000, 50, 100)
 
 from . import __version__, cmdline
-from .driver import (err_console, error_doc, json_requested, load_inputs, load_kept, parse_text, print_error_json,
+from .driver import (compressed, err_console, error_doc, json_requested, load_inputs, load_kept, parse_text, print_error_json,
                      program_option, read_text, reporting, warn_unknown_ops)
 from .outputs import Outputs
 from .syntax.diagnostics import DiagnosticError
@@ -98,8 +98,9 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
             raise cmdline.UsageError("-o takes one input file")
         if output is not None and check:
             raise cmdline.UsageError("--check writes nothing: it compares; drop -o")
-        # in place (-o FILE of its one input) only when the output holds all of it
-        with Outputs(inputs=list(files), in_place=program is None and not check) as out:
+        # in place (-o FILE of its one input) only when the output holds all of it, as it was (text, not gzip/xz)
+        in_place = program is None and not check and not (output is not None and any(map(compressed, files)))
+        with Outputs(inputs=list(files), in_place=in_place) as out:
             target = None if check else out.add("-o", output or "-")
             changed = 0
             outs = []

@@ -40,7 +40,9 @@ READ_CHUNK = 4 << 20
 
 def read_text(path: str) -> str:
     """A file's (``-``: stdin's) text, line ends as they are.  Read a chunk at a time: a binary
-    input (``/dev/zero``, an image) fails at its first NUL byte without being read whole."""
+    input (``/dev/zero``, an image) fails at its first NUL byte without being read whole.  A gzip
+    or xz file (known by its first bytes, whatever its name: ``main.ir.gz``, ``main.ir.xz``, or
+    piped on stdin) is read as the text it holds; errors name the file and the line of that text."""
     name = "<stdin>" if path == "-" else path
     if path == "-":
         if sys.stdin is None:
@@ -55,10 +57,10 @@ def read_text(path: str) -> str:
             if buf is None:
                 data = bytearray(sys.stdin.read().encode("utf-8", "surrogatepass"))
             else:
-                _read_into(buf, data, name)
+                _read_into(_decompressed(buf, name), data, name)
         else:
             with open(path, "rb") as f:
-                _read_into(f, data, name)
+                _read_into(_decompressed(f, name), data, name)
         text = data.decode("utf-8")
     except FileNotFoundError:
         raise DiagnosticError("no such file", filename=path) from None
@@ -70,6 +72,32 @@ def read_text(path: str) -> str:
         raise _not_text(e, name) from None
     _check_nul(data, 0, name)
     return text
+
+
+COMPRESSED = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz"}  # first bytes -> format
+
+
+def compressed(path: str) -> str | None:
+    """``"gzip"`` or ``"xz"`` when the file ``path`` is compressed so (its first bytes), else None (``-``: None)."""
+    if path == "-":
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return None
+    return next((k for magic, k in COMPRESSED.items() if head.startswith(magic)), None)
+
+
+def _decompressed(f, name: str):
+    """``f`` itself, or a reader of the text it holds compressed (gzip, xz: its first bytes say)."""
+    head = f.peek(6)[:6] if hasattr(f, "peek") else b""
+    kind = next((k for magic, k in COMPRESSED.items() if head.startswith(magic)), None)
+    if kind is None:
+        return f
+    from .compressed import reader
+
+    return reader(f, kind, name)
 
 
 def _read_into(f, data: bytearray, name: str) -> None:

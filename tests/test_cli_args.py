@@ -83,8 +83,9 @@ def test_usage_errors_exit_2_with_the_usage_line(tmp_path):
     usage(runs[7], "Invalid value for '--stage': 5 is not in the range 0<=x<=3.")
     usage(runs[8], "Got unexpected extra argument (-q)")  # (after --: an argument, not an option)
     usage(runs[9], "No such option '--sta'. (Did you mean one of: '--amp', '--stage', '--startup'?)")  # no abbreviations
-    rc, out, err = runs[10]  # --json taken as --rank's value: still a JSON error (the word is on the line)
-    assert rc == 2 and json.loads(out)["message"] == "Invalid value for '--rank': '--json' is not a valid integer."
+    rc, out, err = runs[10]  # --json is an option, not --rank's value: still a JSON error (the word is on the line)
+    assert rc == 2 and json.loads(out)["message"] == ("Option '--rank' requires an argument, not the option '--json' "
+                                                      "(to mean the word '--json' itself: --rank=--json).")
     usage(runs[11], "Got unexpected extra arguments (—rank 1)")  # (an em dash pasted for --)
     usage(runs[12], "No such option '--Stage'. Did you mean '--stage'?")
     usage(runs[13], "Invalid value for '--program': 0 is not in the range x>=1.", "fmt")
@@ -124,12 +125,11 @@ def test_help_on_every_command(tmp_path):
 
 def test_option_forms_give_the_same_run(tmp_path):
     """``--rank=1``, ``--rank 1``, ``-o-``, ``-o -``, ``--output=-``, ``-qo-``, an option before the
-    file or after ``--``'s file; an option given twice: the last one (as click)."""
+    file or after ``--``'s file (an option given twice: test_option_given_twice_is_a_usage_error)."""
     forms = [["shard", "main.ir", "--rank", "1", "-q", "-o", "-"], ["shard", "main.ir", "--rank=1", "-q", "-o", "-"],
              ["shard", "main.ir", "--rank", "1", "-q", "-o-"], ["shard", "main.ir", "--rank", "1", "-q", "--output=-"],
              ["shard", "main.ir", "--rank", "1", "-qo-"], ["shard", "-q", "--rank", "1", "-o", "-", "main.ir"],
-             ["shard", "--rank", "0", "--rank", "1", "-q", "-o", "-", "--", "main.ir"],
-             ["shard", "main.ir", "--rank", "1", "-q", "-o", "x.ir", "-o", "-"]]
+             ["shard", "--rank", "1", "-q", "-o", "-", "--", "main.ir"], ["shard", "main.ir", "--rank", "1", "-q", "-q", "-o-"]]
     runs = distc(tmp_path, *forms)
     assert runs[0][0] == 0 and runs[0][1].startswith("{\n") and runs[0][2] == ""
     assert all(r == runs[0] for r in runs[1:]), [(f, r[0], r[2][-300:]) for f, r in zip(forms, runs) if r != runs[0]]
@@ -187,6 +187,111 @@ def test_a_number_that_is_not_one(tmp_path):
                  ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size", "0.5", "-q", "-o", "-"])
     usage(runs[0], "Invalid value for '--rtol': 'nan' is not a valid float range.", "verify")
     usage(runs[1], "Invalid value for '--flops': 'NaN' is not a valid float range.", "schedule")
-    usage(runs[2], "Invalid value for '--comm-buffer-size': 'nan' is not a valid float.")
+    usage(runs[2], "Invalid value for '--comm-buffer-size': 'nan' is not a valid float range.")
     usage(runs[3], "--comm-buffer-size inf: a buffer size is a finite number of MB")
     assert runs[4][0] == 0 and runs[4][1].startswith("{\n"), runs[4][2][-300:]
+
+
+def test_option_given_twice_is_a_usage_error(tmp_path):
+    """A single-valued option given twice is a usage error naming it and both values (click let the
+    last win silently: ``--rank 0 --rank 1`` lowered rank 1); a flag given twice is the flag, an
+    option declared repeatable (``diff --ignore-attr``) keeps working; ``--x`` and ``--no-x``
+    together are two values of one option."""
+    runs = distc(tmp_path, ["shard", "main.ir", "--rank", "0", "--rank", "1"],
+                 ["shard", "main.ir", "-o", "x.ir", "--output", "-"], ["shard", "main.ir", "--stage=1", "--stage", "1"],
+                 ["reshard", "main.ir", "--coshard", "--no-coshard"], ["shard", "main.ir", "--rank", "0", "--json", "--rank", "1"],
+                 ["shard", "main.ir", "-q", "-q", "--amp", "--amp", "-o", "-"],
+                 ["diff", "main.ir", "main.ir", "--ignore-attr", "op_role", "--ignore-attr", "stop_gradient"])
+    usage(runs[0], "Option '--rank' is given twice (--rank 0, then --rank 1): it takes one value; give it once.")
+    usage(runs[1], "Option '--output' is given twice (-o x.ir, then --output -): it takes one value; give it once.")
+    usage(runs[2], "Option '--stage' is given twice (--stage 1, then --stage 1): it takes one value; give it once.")
+    usage(runs[3], "Option '--no-coshard' is given twice (--coshard, then --no-coshard): it takes one value; give it "
+                   "once.", "reshard")
+    rc, out, err = runs[4]
+    assert rc == 2 and json.loads(out)["kind"] == "usage" and "'--rank' is given twice" in json.loads(out)["message"]
+    assert runs[5][0] == 0 and runs[5][1].startswith("{\n") and runs[5][2] == ""
+    assert not (tmp_path / "x.ir").exists()
+    assert runs[6][0] == 0, runs[6]
+
+
+def test_an_option_is_not_a_value(tmp_path):
+    """``-o --json`` wrote a file named ``--json`` (click took the next word whatever it was): a word
+    naming one of the command's options is never taken as a value (usage error, exit 2, nothing
+    written); ``--output=--json`` means that file, ``-o -`` is stdout, ``--rank -1`` a (bad) number."""
+    runs = distc(tmp_path, ["shard", "main.ir", "-o", "--json"], ["shard", "main.ir", "-o", "-q"],
+                 ["shard", "main.ir", "--output", "-qo-"], ["shard", "main.ir", "-o", "--stage=2"],
+                 ["shard", "main.ir", "-q", "--output=--json"], ["shard", "main.ir", "-q", "-o", "-"],
+                 ["shard", "main.ir", "--rank", "-1"], ["shard", "main.ir", "--mesh-dims", "-h"],
+                 ["shard", "main.ir", "-o", "--bogus"])
+    assert not (tmp_path / "-q").exists() and not (tmp_path / "-qo-").exists() and not (tmp_path / "--stage=2").exists()
+    for r, word, name in ((runs[0], "--json", "-o"), (runs[1], "-q", "-o"), (runs[2], "-qo-", "--output"),
+                          (runs[3], "--stage=2", "-o")):
+        rc, out, err = r
+        assert rc == 2, r
+        assert err.rstrip("\n").endswith(f"Error: Option '{name}' requires an argument, not the option '{word}' (to "
+                                          f"mean the word '{word}' itself: --output={word})."), err
+        if word == "--json":
+            assert json.loads(out)["kind"] == "usage"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("-")) == ["--bogus", "--json"]
+    assert runs[4][0] == 0 and (tmp_path / "--json").read_text().startswith("{\n")  # as asked, with =
+    assert runs[5][0] == 0 and runs[5][1] == (tmp_path / "--json").read_text()
+    usage(runs[6], "Invalid value: --rank must be 0 or more")
+    usage(runs[7], "Option '--mesh-dims' requires an argument, not the option '-h' (to mean the word '-h' itself: "
+                   "--mesh-dims=-h).")
+    assert runs[8][0] == 0 and (tmp_path / "--bogus").exists()  # (a word naming no option is a value, as click)
+
+
+def test_numbers_out_of_range(tmp_path):
+    """``--comm-buffer-size -1`` meant the default (256 MB): a usage error naming the range; 0 is a
+    buffer a parameter (Paddle's comm_buffer_size_MB 0)."""
+    runs = distc(tmp_path, ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size", "-1"],
+                 ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size=-0.5"],
+                 ["shard", "main.ir", "--tensor-fusion", "--comm-buffer-size", "0", "-q"])
+    usage(runs[0], "Invalid value for '--comm-buffer-size': -1.0 is not in the range x>=0.")
+    usage(runs[1], "Invalid value for '--comm-buffer-size': -0.5 is not in the range x>=0.")
+    assert runs[2][0] == 0 and runs[2][1].startswith("{\n")
+
+
+def test_compressed_inputs(tmp_path):
+    """A program stored as gzip or xz (``main.ir.gz``, ``main.ir.xz``; known by the first bytes, so
+    also on stdin) is read as its text by every command that reads one, errors located in that
+    text (FILE:LINE:COL, the line and a caret); a cut or corrupt archive is an error on the file;
+    fmt does not write text in place of a compressed input.  (It was 'a binary file, not PIR text'.)"""
+    import gzip
+    import lzma
+
+    text = SAMPLE.read_bytes()
+    (tmp_path / "main.ir.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "main.ir.xz").write_bytes(lzma.compress(text))
+    lines = text.decode().splitlines(keepends=True)
+    lines[29] = '    (%29) = "pd_op.add" (%1 %2) {} : ()\n'
+    (tmp_path / "bad.ir.xz").write_bytes(lzma.compress("".join(lines).encode()))
+    (tmp_path / "cut.ir.gz").write_bytes(gzip.compress(text)[:1000])
+    corrupt = bytearray(gzip.compress(text))
+    corrupt[500] ^= 0xFF
+    (tmp_path / "corrupt.ir.gz").write_bytes(bytes(corrupt))
+    (tmp_path / "nul.ir.gz").write_bytes(gzip.compress(b"{\n  ab\x00c\n}\n"))
+    runs = distc(tmp_path, ["fmt", "main.ir"], ["fmt", "main.ir.gz"], ["fmt", "main.ir.xz"],
+                 ["shard", "main.ir", "-q"], ["shard", "main.ir.gz", "-q"], ["shard", "main.ir.xz", "-q", "--rank", "0"],
+                 ["diff", "main.ir.gz", "main.ir.xz"], ["opt", "main.ir.xz", "-p", "verify"],
+                 ["reshard", "main.ir", "--rank", "1", "-q"], ["reshard", "main.ir.gz", "--rank", "1", "-q"],
+                 ["shard", "bad.ir.xz", "-q"], ["shard", "cut.ir.gz"], ["fmt", "corrupt.ir.gz"], ["fmt", "nul.ir.gz"],
+                 ["fmt", "main.ir.gz", "-o", "main.ir.gz"])
+    assert runs[0][0] == 0 and runs[0][1] == text.decode() and runs[1] == runs[0] and runs[2] == runs[0]
+    assert runs[3][0] == 0 and runs[4] == runs[3] and runs[5] == runs[3]
+    assert runs[6][0] == 0 and runs[6][1].startswith("same program"), runs[6]
+    assert runs[7][0] == 0 and runs[7][1] == text.decode(), runs[7][2]
+    assert runs[8][0] == 0 and runs[9][:2] == runs[8][:2] and runs[9][2] == runs[8][2].replace("main.ir:", "main.ir.gz:")
+    rc, out, err = runs[10]
+    assert rc == 1 and out == "" and err.splitlines()[:3] == [
+        "bad.ir.xz:30:29: error: unexpected '%2'; expected ')', ',', '{'", lines[29].rstrip("\n"), " " * 28 + "^"], err
+    assert runs[11][:2] == (1, "") and runs[11][2].startswith(
+        "cut.ir.gz: error: a gzip file cut short (it ends inside its compressed data)"), runs[11]
+    assert runs[12][:2] == (1, "") and runs[12][2].startswith("corrupt.ir.gz: error: a corrupt gzip file ("), runs[12]
+    assert runs[13][:2] == (1, "") and runs[13][2].splitlines()[:3] == [
+        "nul.ir.gz:2:5: error: a binary file, not PIR text (a NUL byte)", "  ab\ufffdc", "    ^"], runs[13]
+    usage(runs[14], "-o 'main.ir.gz' is the input 'main.ir.gz': distc does not overwrite its inputs", "fmt")
+    assert gzip.decompress((tmp_path / "main.ir.gz").read_bytes()) == text
+    stdin = subprocess.run([sys.executable, "-m", "distc", "fmt", "-"], input=lzma.compress(text), capture_output=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert stdin.returncode == 0 and stdin.stdout == text, stdin.stderr

@@ -68,9 +68,12 @@ def test_too_few_micro_batches_refused_alike(tmp_path):
     assert "Num of micro batches should larger than or equal to pp degree" in \
         S.refusals()[S.base("llama_pp4", "1F1B", 2, "s0", 0)[:-1]]
     name = S.base("llama_pp4", "1F1B", 4, "s0", 0) + "before_partition.ir"
-    for mode in ("1F1B", "ZBH1"):
-        with pytest.raises(DiagnosticError, match="at least as many micro-batches as pipeline stages") as err:
-            shard(parsed(name), 0, stage=0, pp_schedule=mode, acc_steps=2)
+    for mode, acc, message in (("1F1B", 2, "at least as many micro-batches as pipeline stages"),
+                               ("ZBH1", 2, "at least as many micro-batches as pipeline stages"),
+                               ("Eager1F1B", 6, r"Eager1F1B needs at least 2 \(P - S\) - 1 = 7 micro-batches on "
+                                                r"stage 0 \(Paddle asserts the same\); 6 given")):
+        with pytest.raises(DiagnosticError, match=message) as err:  # (Eager1F1B's: the file's error after reshard)
+            shard(parsed(name), 0, stage=0, pp_schedule=mode, acc_steps=acc)
         # at the parameter that makes the 4 stages: Paddle declares the last stage's first, so the
         # first on mesh [0] (the CLI contract's FILE:LINE:COL and caret; it was the file's error)
         lines = S.text(name).splitlines()
@@ -105,3 +108,20 @@ def test_library_dense_option_and_detached():
     d = res.detached()
     assert d.plan.jobs == res.plan.jobs and list(d.plan.programs) == list(res.plan.programs)
     assert d.program is d.dense is d.layouts is None and set(d.plan.programs.values()) == {None}
+
+
+def test_too_few_micro_batches_vpp_uses_the_vpp_degree(monkeypatch):
+    """The early check of VPP's micro-batches builds the job list with the --vpp-degree given (it
+    used 2 whatever was given): the chunks of Paddle's VPP program (vpp_degree 2, 2 stages)."""
+    from distc.passes import pipeline_vpp
+    from distc.syntax.diagnostics import DiagnosticError
+
+    seen, real = [], pipeline_vpp.jobs_vpp
+    monkeypatch.setattr(pipeline_vpp, "jobs_vpp", lambda n, p, s, v: seen.append(v) or real(n, p, s, v))
+    name = S.base("llama_pp2dp2", "VPP", 4, "s0", 0) + "before_partition.ir"
+    for v in (2, 3):
+        with pytest.raises(DiagnosticError, match=r"VPP needs at least as many micro-batches as pipeline stages "
+                                                  r"\(1 < 2\)") as err:
+            shard(parsed(name), 0, stage=0, pp_schedule="VPP", acc_steps=1, vpp_degree=v)
+        assert err.value.line is not None
+    assert seen == [2, 3]

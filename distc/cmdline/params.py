@@ -365,6 +365,16 @@ class Argument(Parameter):
         return f"'{self.make_metavar()}'"
 
 
+def _names_option(word: str, short: dict, long: dict) -> bool:
+    """Whether ``word`` names one of the command's options (``--json``, ``-qo-``, ``--rank=1``: never
+    a value but as ``--opt=VALUE``; ``-`` and ``-1`` are values)."""
+    if word[:1] != "-" or len(word) < 2:
+        return False
+    if word[:2] == "--":
+        return word.partition("=")[0] in long
+    return word[:2] in short
+
+
 def _split_opt(opt: str) -> tuple[str, str]:
     """``("--", "name")``, ``("-", "o")``; ``("", word)`` for a word that is not an option."""
     first = opt[:1]
@@ -407,12 +417,17 @@ def parse_command_line(ctx: Context, params: list[Parameter], args: list[str]) -
                     (short if len(prefix) == 1 and len(rest) == 1 else long)[o] = (p, const)
     rargs, largs, values, order = list(args), [], {}, []
 
+    given: dict[str, tuple[str, object]] = {}  # a single-valued option's name -> (as given, value)
+
     def take(p: Option, const, name: str, explicit: str | None = None) -> None:
         if p.is_flag:
             if explicit is not None:
                 raise UsageError(f"Option {name!r} does not take a value.")  # (no usage line: as click)
             value = const
         else:
+            if explicit is None and rargs and _names_option(rargs[0], short, long):
+                from .messages import option_as_value
+                raise UsageError(option_as_value(p, name, rargs[0]), ctx)
             if explicit is not None:
                 rargs.insert(0, explicit)
             if not rargs:
@@ -421,6 +436,10 @@ def parse_command_line(ctx: Context, params: list[Parameter], args: list[str]) -
         if p.multiple:
             values.setdefault(p.name, []).append(value)
         else:
+            if p.name in given and not (p.is_flag and given[p.name][1] == value):  # (-q -q: the same)
+                from .messages import given_twice
+                raise UsageError(given_twice(p, given[p.name], (name, value)), ctx)
+            given[p.name] = (name, value)
             values[p.name] = value
         order.append(p)
 

@@ -48,7 +48,7 @@ from .shard_ranks import RankTargets, check_many, parse_ranks, run_ranks, select
                 "and all-gather a buffer, each parameter's update on the rank(s) owning it (per rank); with --stage 3 "
                 "the rank keeps its shard of each buffer and gathers the buffer before the forward")
 @cmdline.option("--overlap", is_flag=True, help="with --tensor-fusion: strategy.sharding.enable_overlap")
-@cmdline.option("--comm-buffer-size", "comm_buffer_mb", type=float, default=None, metavar="MB",
+@cmdline.option("--comm-buffer-size", "comm_buffer_mb", type=cmdline.FloatRange(min=0), default=None, metavar="MB",
                 help="with --tensor-fusion: strategy.sharding.comm_buffer_size_MB (0: a buffer a parameter)  [default: 256]")
 @cmdline.option("--release-gradients", is_flag=True, help="with --tensor-fusion: strategy.sharding.release_gradients")
 @cmdline.option("--annotate-only", is_flag=True, help="stop after shard-optimizer (no reshards, no collectives)")

@@ -43,18 +43,22 @@ def has_chunks(prog: Program) -> bool:
     return False
 
 
-def stage_ranks(prog: Program, mode: str | None, micro_batches: int, ctx) -> list[tuple[int, ...]]:
-    """The process ids of each stage mesh.  A schedule that needs a micro-batch a stage at least
-    (1F1B, ZBH1, VPP of a program placed in chunks; Paddle asserts it for 1F1B and VPP) given fewer
-    is the scheduler's error, raised here, before any rank's work, at the line of the parameter that
-    makes the stage count (the first on the last stage mesh to appear), located by ``ctx``."""
+def stage_ranks(prog: Program, mode: str | None, micro_batches: int, ctx, vpp_degree: int = 2) -> list[tuple[int, ...]]:
+    """The process ids of each stage mesh.  A schedule that needs more micro-batches than given
+    (1F1B, ZBH1, VPP of a program placed in chunks: one a stage; Eager1F1B: 2 P - 1, stage 0's
+    warm-up; Paddle asserts it for 1F1B and VPP) is the scheduler's error, raised here, before any
+    rank's work, at the line of the parameter that makes the stage count P (the first on the last
+    stage mesh to appear), located by ``ctx``.  ``vpp_degree``: VPP's chunks a stage (--vpp-degree)."""
     meshes = stage_meshes(prog)
-    if mode in ("1F1B", "ZBH1", "VPP") and micro_batches < len(meshes) and (mode != "VPP" or has_chunks(prog)):
+    need = 2 * len(meshes) - 1 if mode == "Eager1F1B" else len(meshes)
+    if (mode in ("1F1B", "ZBH1", "VPP", "Eager1F1B") and micro_batches < need
+            and (mode != "VPP" or has_chunks(prog))):
         from .pipeline_1f1b import jobs_1f1b
         from .pipeline_vpp import jobs_vpp
-        from .pipeline_zero_bubble import jobs_zbh1
+        from .pipeline_zero_bubble import jobs_eager_1f1b, jobs_zbh1
 
-        jobs = {"1F1B": jobs_1f1b, "ZBH1": jobs_zbh1, "VPP": lambda n, p, s: jobs_vpp(n, p, s, 2)}[mode]
+        jobs = {"1F1B": jobs_1f1b, "ZBH1": jobs_zbh1, "Eager1F1B": jobs_eager_1f1b,
+                "VPP": lambda n, p, s: jobs_vpp(n, p, s, vpp_degree)}[mode]
         try:
             jobs(micro_batches, len(meshes), 0)
         except DiagnosticError as e:

@@ -351,7 +351,7 @@ class ShardPipeline:
         if o.scheduled:
             from ..passes.pipeline_schedule import stage_ranks  # (too few micro-batches: its located error)
 
-            self.prepared.stages = stage_ranks(prog, o.pp_schedule, o.acc_steps, ctx)
+            self.prepared.stages = stage_ranks(prog, o.pp_schedule, o.acc_steps, ctx, o.vpp_degree)
         return self.prepared
 
     # -- one rank ---------------------------------------------------------------------------------

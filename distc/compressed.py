@@ -1,0 +1,36 @@
+"""Reading a program stored compressed (gzip, xz): the text it holds, a chunk at a time, for
+:func:`distc.driver.read_text`, which knows such a file by its first bytes and imports this module
+only then.  Corrupt or cut data is an error on the file (exit 1), never a traceback."""
+
+from __future__ import annotations
+
+from .syntax.diagnostics import DiagnosticError
+
+
+def reader(f, kind: str, name: str) -> Reader:
+    """A reader of the text the binary file ``f`` holds compressed as ``kind`` (``gzip``, ``xz``)."""
+    if kind == "gzip":
+        import gzip
+        import zlib
+
+        return Reader(gzip.GzipFile(fileobj=f, mode="rb"), kind, name, (gzip.BadGzipFile, zlib.error))
+    import lzma
+
+    return Reader(lzma.LZMAFile(f, "rb"), kind, name, (lzma.LZMAError,))
+
+
+class Reader:
+    """``read(n)`` of a decompressing file, its corrupt or cut data a :class:`DiagnosticError` on ``name``."""
+
+    def __init__(self, f, kind: str, name: str, corrupt: tuple) -> None:
+        self.f, self.kind, self.name, self.corrupt = f, kind, name, corrupt
+
+    def read(self, n: int) -> bytes:
+        try:
+            return self.f.read(n)
+        except EOFError:
+            article = "an" if self.kind == "xz" else "a"
+            raise DiagnosticError(f"{article} {self.kind} file cut short (it ends inside its compressed data)",
+                                  filename=self.name) from None
+        except self.corrupt as e:
+            raise DiagnosticError(f"a corrupt {self.kind} file ({e})", filename=self.name) from None
