@@ -81,6 +81,14 @@ class PaddleAPI:
         self.created: list[Operation] = []
         self._cache = cache if cache is not None else {}  # (one program, one style)
 
+    def moved(self, at: InsertPoint, *, op_role: A.Attribute | None = None,
+              loc: tuple[int, int] | None = None) -> "PaddleAPI":
+        """This builder, now inserting at ``at`` under ``op_role`` and ``loc`` (a pass that builds
+        at thousands of places keeps one; ``created`` starts anew)."""
+        self.at, self.op_role, self.loc = at, op_role, loc
+        self.created = []
+        return self
+
     # -- values ------------------------------------------------------------------------------
     @staticmethod
     def dist(v: Value) -> TensorDistAttr:
@@ -286,12 +294,17 @@ class PaddleAPI:
     def reshard(self, x: Value, dst: TensorDistAttr, dst_type=None) -> Value:
         """``paddle._C_ops.reshard_v2(x, dst)``: a ``dist_op.reshard`` on the merged mesh of both
         layouts (the one way every pass builds one)."""
-        if not isinstance(x.type, DistTensorType):
-            raise DiagnosticError(f"cannot reshard a value of non-distributed type {x.type}")
-        src = x.type.dist
-        od = self.op_attr(merge_meshes(src.mesh, dst.mesh), [src], [dst])
-        t = dst_type if dst_type is not None else self.cvt(x, dst)
-        return self.insert(ops.RESHARD, [x], [t], {}, od).result
+        xt = x.type
+        if not isinstance(xt, DistTensorType):
+            raise DiagnosticError(f"cannot reshard a value of non-distributed type {xt}")
+        # (op_dist_attr and result type: one pair for each input type and layout, by identity)
+        key = ("reshard", id(xt), id(dst))
+        hit = self._cache.get(key)
+        if hit is None:
+            src = xt.dist
+            hit = self._cache[key] = (xt, dst, self.op_attr(merge_meshes(src.mesh, dst.mesh), [src], [dst]),
+                                      self.cvt(xt, dst))
+        return self.insert(ops.RESHARD, [x], [hit[3] if dst_type is None else dst_type], {}, hit[2]).result
 
     def assign_out_(self, x: Value, out: Value, chunk_id: int = -1) -> Value:
         """``paddle.assign(x, out)`` as the partition pass calls it (``assign_out_``: no

@@ -56,57 +56,75 @@ class _Partitioner:
         # its value's layout (the op needs nothing); all immutable and shared, so most ops of a
         # program fall into a few such kinds; the entry keeps its key's objects (and ids) alive
         self.fits: dict = {}
+        self.plans: dict = {}  # (op name, fits' key) -> _plan(op): what may need work (fits keeps the key's ids)
         self.cache: dict = {}  # PaddleAPI's: one op_dist_attr object per kind of reshard inserted
+        self._api = PaddleAPI(self.style, InsertPoint(prog.block, None), cache=self.cache)  # (see api)
+        self.same: dict = {}  # (id, id) of two dist attrs -> (the two, whether equal): a few dozen layouts
 
     def block(self, block: Block) -> None:
+        skip = ops.PARTITION_SKIP | SOURCE_OPS
+        fits = self.fits
         for op in list(block.ops):
-            for region in op.regions:
-                for b in region.blocks:
-                    self.block(b)
+            if op.regions:
+                for region in op.regions:
+                    for b in region.blocks:
+                        self.block(b)
             if op.parent is None:  # erased meanwhile (an unused reshard folded away)
                 continue
             d = op.dist_attr
-            if d is None or op.name in ops.PARTITION_SKIP or op.name in SOURCE_OPS:
+            if d is None or op.name in skip:
                 continue
-            if len(d.operands) != op.num_operands:
+            if len(d.operands) != len(op._operands):
                 raise fail(op, f"'{op.name}' has {op.num_operands} operand(s) but its op_dist_attr has "
                                f"{len(d.operands)} operand entries")
-            if len(d.results) != op.num_results:
+            if len(d.results) != len(op.results):
                 raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
                                f"{len(d.results)} result entries")
             key, keyed = layout_key(op, d)
-            hit = self.fits.get(key)
+            hit = fits.get(key)
             if hit is None:
-                hit = self.fits[key] = (keyed, _fits(op, d))
+                hit = fits[key] = (keyed, _fits(op, d))
             if hit[1]:
                 continue  # (in-place pairs, operands and results alike: nothing to reshard, nothing to retype)
-            self.inplace(op)
-            self.operands(op)
-            self.results(op)
+            plan = self.plans.get((op.name, key))
+            if plan is None:
+                plan = self.plans[(op.name, key)] = _plan(op, d, self._equal)
+            self.inplace(op, plan[0])
+            self.operands(op, plan[1])
+            self.results(op, plan[2])
 
     # -- reshard helpers ---------------------------------------------------------------------
     def api(self, at: InsertPoint, op: Operation) -> PaddleAPI:
         """Paddle's API at ``at``, under ``op``'s role guard; diagnostics about what it builds
         point at ``op``."""
-        return PaddleAPI(self.style, at, op_role=op_role_attr(op), loc=op.loc, cache=self.cache)
+        return self._api.moved(at, op_role=op_role_attr(op), loc=op.loc)  # (one builder, moved: thousands of calls)
+
+    def _equal(self, a: TensorDistAttr, b) -> bool:
+        """``a == b`` for two layouts (each pair compared once)."""
+        if a is b:
+            return True
+        k = (id(a), id(b))
+        hit = self.same.get(k)
+        if hit is None:
+            hit = self.same[k] = (a, b, a == b)  # (keeps a and b, so their ids, alive)
+        return hit[2]
 
     def _reshard(self, cur: InsertPoint, src: Value, dst: TensorDistAttr, op: Operation) -> Value:
         self.inserted += 1
         return self.api(cur, op).reshard(src, dst)
 
     # -- 1. in-place values ------------------------------------------------------------------
-    def inplace(self, op: Operation) -> None:
+    def inplace(self, op: Operation, pairs) -> None:
+        """(``pairs``: the in-place pairs that may need work, :func:`_plan`)"""
         d = op.dist_attr
         assert d is not None
-        for out_idx, in_idx in sorted(inplace_map(op).items()):
-            if in_idx >= op.num_operands or out_idx >= op.num_results:
-                continue
+        for out_idx, in_idx in pairs:
             want = d.operands[in_idx]
             prev = op.operand(in_idx)
             pd = dist_of(prev)
             if prev is None or pd is None or not isinstance(want, TensorDistAttr) or want.is_empty:
                 continue
-            if want == pd or not persistable(prev):
+            if self._equal(pd, want) or not persistable(prev):
                 continue
             # reshard the input
             rv = self._reshard(InsertPoint.before(op), prev, want, op)
@@ -137,12 +155,12 @@ class _Partitioner:
             rv2.owner.set_operand(0, result)
 
     # -- 2. operands -------------------------------------------------------------------------
-    def operands(self, op: Operation) -> None:
+    def operands(self, op: Operation, which) -> None:
+        """(``which``: the operands that may need work, :func:`_plan`)"""
         d = op.dist_attr
         assert d is not None
-        for i, want in enumerate(d.operands):
-            if not _nonempty(want):
-                continue
+        for i in which:
+            want = d.operands[i]
             prev = op.operand(i)
             if prev is None:
                 continue
@@ -161,14 +179,14 @@ class _Partitioner:
 
     def _single(self, op: Operation, prev: Value, want: TensorDistAttr) -> Value:
         pd = dist_of(prev)
-        if pd is None or pd == want:
+        if pd is None or self._equal(pd, want):
             return prev
         po = prev.owner
         if po is not None and po.name == ops.RESHARD:
             src = po.operand(0)
             sd, rd = dist_of(src), dist_of(po.results[0])
             if src is not None and sd is not None and rd is not None and sd.mesh.ndim == rd.mesh.ndim:
-                if sd == want:
+                if self._equal(sd, want):
                     return src
                 return self._reshard(InsertPoint.before(op), src, want, op)
         return self._reshard(InsertPoint.before(op), prev, want, op)
@@ -189,12 +207,12 @@ class _Partitioner:
         return self.api(InsertPoint.before(op), op).combine(vals)
 
     # -- 3. results --------------------------------------------------------------------------
-    def results(self, op: Operation) -> None:
+    def results(self, op: Operation, which) -> None:
+        """(``which``: the results that may need work, :func:`_plan`)"""
         d = op.dist_attr
         assert d is not None
-        for r, want in zip(op.results, d.results):
-            if not isinstance(want, TensorDistAttr) or want.is_empty:
-                continue
+        for j in which:
+            r, want = op.results[j], d.results[j]
             t = r.type
             if not isinstance(t, DistTensorType) or t.dist == want:
                 continue
@@ -225,6 +243,34 @@ def _fits(op: Operation, d) -> bool:
         if isinstance(t, DistTensorType) and t.dist != want:
             return False
     return True
+
+
+def _plan(op: Operation, d, equal) -> tuple[tuple, tuple, tuple]:
+    """The in-place pairs, operands and results of ``op`` that partition may have to change: those
+    whose entry in ``d`` is not their value's layout (a tensor list always), by types and entries
+    alone -- the same for every op of one name and :func:`~.sharding_util.layout_key`.  The
+    others need nothing, before and after the ones listed are changed (an in-place operand or
+    result is changed to its entry).  ``equal``: layout equality."""
+    types = [None if v is None else v._type for v in op._operands]
+    pairs = []
+    for out_idx, in_idx in sorted(inplace_map(op).items()):
+        if in_idx >= len(types) or out_idx >= len(op.results):
+            continue
+        want, t = d.operands[in_idx], types[in_idx]
+        if isinstance(t, DistTensorType) and isinstance(want, TensorDistAttr) and not want.is_empty \
+                and not equal(t.dist, want):
+            pairs.append((out_idx, in_idx))
+    which = []
+    for i, (want, t) in enumerate(zip(d.operands, types)):
+        if t is None or not _nonempty(want):
+            continue
+        if isinstance(t, VectorType) or not isinstance(want, TensorDistAttr) or (
+                isinstance(t, DistTensorType) and not equal(t.dist, want)):
+            which.append(i)
+    res = [j for j, (want, r) in enumerate(zip(d.results, op.results))
+           if isinstance(want, TensorDistAttr) and not want.is_empty and isinstance(r._type, DistTensorType)
+           and not equal(r._type.dist, want)]
+    return tuple(pairs), tuple(which), tuple(res)
 
 
 def split_truth(prog: Program, ctx: PassContext) -> int:

@@ -24,6 +24,7 @@ distc shards the other stateful optimizers the same way.
 from __future__ import annotations
 
 
+from ..analysis.op_index import OpIndex
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
 from ..ir.dist import REPLICATE, Placement, ProcessMesh, Shard, TensorDistAttr
@@ -31,7 +32,7 @@ from ..ir.records import record
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 from ..dialects import ops
-from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map: re-exported for callers)
+from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map, optimizer_sig: re-exported)
     BETA_POW, GRAD, MASTER, OPTIMIZERS, PARAM, STATE, OptSig, inplace_map, looks_like_optimizer,
     optimizer_sig, param_name,
 )
@@ -224,15 +225,11 @@ class ShardOptimizerPass(ModulePass):
             ctx.notes.append("shard-optimizer: stage 0, optimizer states left as they are")
             return
         mk = Maker(prog.style)
-        index = ctx.op_index if ctx.op_index is not None and ctx.op_index.fresh(prog) else None
-        if index is not None:  # (the pipeline's, from its input checks: no walk)
-            opt_ops = index.updates()
-            unknown = sorted({op.name for op, sig in index.optimizers if sig is None and op.name.endswith("_")
-                              and looks_like_optimizer(op)})
-        else:
-            opt_ops = [(op, sig) for op in prog.walk() if (sig := optimizer_sig(op)) is not None]
-            unknown = sorted({op.name for op in prog.walk() if op.name.endswith("_") and looks_like_optimizer(op)
-                              and optimizer_sig(op) is None})
+        # (the pipeline's index, from its input checks, while the program is as it was; else one walk)
+        index = ctx.op_index if ctx.op_index is not None and ctx.op_index.fresh(prog) else OpIndex(prog)
+        opt_ops = index.updates()
+        unknown = sorted({op.name for op, sig in index.optimizers if sig is None and op.name.endswith("_")
+                          and looks_like_optimizer(op)})
         for name in unknown:
             ctx.notes.append(f"shard-optimizer: '{name}' with this operand count is not in the "
                              f"optimizer table; left unsharded")
@@ -264,11 +261,11 @@ class ShardOptimizerPass(ModulePass):
         dim_name = self.mesh_dims[axis] if axis < len(self.mesh_dims) else f"mesh dim {axis}"
         ctx.stats.sharding_axis = axis
         ctx.notes.append(f"shard-optimizer: sharding mesh dim {axis} ({dim_name}, {how})")
-        targets = self._grad_targets(opt_ops, axis, mk)
+        memo: dict = {}  # (see respmd; and "place", "spmd" layouts: one object per kind)
+        targets = self._grad_targets(opt_ops, axis, mk, memo)
         if self.stage != 3:
             self._amp_path(prog, targets, mk, ctx, index)
         decisions: list[ShardingDecision] = []
-        memo: dict = {}  # (see respmd; and "place", "spmd" layouts: one object per kind)
         for op, sig in opt_ops:
             dec = self._shard_one(op, sig, axis, mk, ctx, memo)
             if dec is not None:
@@ -309,8 +306,13 @@ class ShardOptimizerPass(ModulePass):
             ctx.notes.append(f"shard-optimizer: '{pname}' has first dim {pt.shape[0] if pt.rank else '(0-D)'}; "
                              f"its states stay replicated (as Paddle)")
             return None
-        sharded = placements_with_sharding(pd, pt.rank, axis, op)
-        replicated = tuple(REPLICATE for _ in range(pd.mesh.ndim))
+        zk = ("zero", id(pd), pt.rank)  # (the parameter's layout: one object a kind, kept by the entry)
+        z = memo.get(zk)
+        if z is None:
+            sharded = placements_with_sharding(pd, pt.rank, axis, op)
+            z = memo[zk] = (pd, sharded, tuple(REPLICATE for _ in range(pd.mesh.ndim)),
+                            "[" + ", ".join(str(p) for p in sharded) + "]")
+        _, sharded, replicated, pl = z
         dec = ShardingDecision(op, pname, [])
         for i, (role, name) in enumerate(sig.operands):
             if role not in (STATE, MASTER, BETA_POW):
@@ -332,8 +334,7 @@ class ShardOptimizerPass(ModulePass):
                 dec.states.append((name, op.operand(i), before, attr))  # type: ignore[arg-type]
         respmd(op, sig, mk, memo)
         if dec.states:
-            names = ", ".join(n for n, *_ in dec.states)
-            pl = "[" + ", ".join(str(p) for p in sharded) + "]"
+            names = ", ".join([n for n, *_ in dec.states])
             ctx.notes.append(f"shard-optimizer: {pname} ({op.name}): {names} -> {pl}")
             if sig.spmd == "replicate":
                 ctx.notes.append(f"shard-optimizer: {pname} ({op.name}): the update reads whole tensors (its trust "
@@ -342,8 +343,9 @@ class ShardOptimizerPass(ModulePass):
         return dec
 
     @staticmethod
-    def _grad_targets(opt_ops, axis: int, mk: Maker) -> list[tuple[Operation, int, TensorDistAttr]]:
-        """(optimizer op, grad operand index, ZeRO layout) of every parameter ZeRO shards."""
+    def _grad_targets(opt_ops, axis: int, mk: Maker, memo: dict) -> list[tuple[Operation, int, TensorDistAttr]]:
+        """(optimizer op, grad operand index, ZeRO layout) of every parameter ZeRO shards
+        (``memo``: the layout by the parameter's, one object a kind)."""
         targets = []
         for op, sig in opt_ops:
             p = op.operand(0)
@@ -355,8 +357,11 @@ class ShardOptimizerPass(ModulePass):
             gi = next((i for i, (role, _) in enumerate(sig.operands) if role == GRAD), None)
             if gi is None:
                 continue
-            want = mk.from_placements(pd.mesh, placements_with_sharding(pd, pt.rank, axis, op), pt.rank)
-            targets.append((op, gi, want))
+            hit = memo.get(("target", id(pd), pt.rank))
+            if hit is None:
+                hit = memo[("target", id(pd), pt.rank)] = (
+                    pd, mk.from_placements(pd.mesh, placements_with_sharding(pd, pt.rank, axis, op), pt.rank))
+            targets.append((op, gi, hit[1]))
         return targets
 
     def _amp_path(self, prog: Program, targets, mk: Maker, ctx: PassContext, index=None) -> bool:
@@ -380,15 +385,16 @@ class ShardOptimizerPass(ModulePass):
         assert isinstance(t, DistTensorType)
         owner = v.owner
         if owner is not None and owner.name == ops.DATA:
-            if t.dist != attr:
+            if t.dist is not attr and t.dist != attr:
                 v.type = t.with_dist(attr)
             new_d = memo.get(("data", id(attr)))  # (attr: one object per layout, kept by the memo)
             if new_d is None:
                 new_d = memo[("data", id(attr))] = mk.op_dist(attr.mesh, [], [attr])
-            if owner.dist_attr != new_d:
+            od = owner.dist_attr
+            if od is not new_d and od != new_d:
                 owner.dist_attr = new_d
             return
-        if t.dist == attr:
+        if t.dist is attr or t.dist == attr:
             return
         api = PaddleAPI(mk.style, InsertPoint.before(op), op_role=op_role_attr(op))
         op.set_operand(i, api.reshard(v, attr))
@@ -398,8 +404,7 @@ def sharding_axis(prog: Program, axis: str | int | None, mesh_dims: tuple[str, .
     """The mesh dim ``shard-optimizer`` shards ``prog`` over: ``axis`` (an index or a name of
     ``mesh_dims``), else Paddle's rule; None where there is no distributed update or ``axis`` is
     not a mesh dim (the pass says so)."""
-    updates = index.updates() if index is not None else [(op, sig) for op in prog.walk()
-                                                           if (sig := optimizer_sig(op)) is not None]
+    updates = (index if index is not None else OpIndex(prog)).updates()
     params = [(op, pd) for op, _ in updates if (pd := dist_of(op.operand(0)))]
     if not params:
         return None

@@ -85,8 +85,10 @@ def layout_key(op: Operation, *head: object) -> tuple[tuple, tuple]:
     every op of one kind (``DistTensorType.with_dist`` gives one object per layout), so most ops
     of a program fall into a few keys.  Returns (key, the objects keyed): the memo's entry must
     hold the second, so that no keyed object dies and lends its id to another."""
-    types = (tuple([None if v is None else v._type for v in op._operands]), tuple([r._type for r in op.results]))
-    return (*map(id, head), tuple(map(id, types[0])), tuple(map(id, types[1]))), (head, types)
+    types = [None if v is None else v._type for v in op._operands]
+    n = len(types)
+    types += [r._type for r in op.results]
+    return (*map(id, head), n, *map(id, types)), (head, types)
 
 
 def op_role_attr(op: Operation):

@@ -76,15 +76,13 @@ def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
 def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = False) -> None:
     """(``coshard``: placements as given count, ``[S0, S0]`` is not ``[R, S0]``.)  Notes, the dist
     attrs built and the origin of each new reshard go to ``result``."""
-    for op in list(block.ops):
-        if op.name != RESHARD:
-            continue
+    for op in [o for o in block.ops if o.name == RESHARD]:
         x, r = op.operand(0), op.results[0]
         a, b = (x.dist_attr if x is not None else None), r.dist_attr
-        if a is None or b is None:
+        if a is None or b is None or a.mesh is b.mesh:  # (most reshards: one mesh object)
             continue
-        differ = a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()
-        if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and differ:
+        if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and (
+                a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()):
             api = PaddleAPI(prog.style, InsertPoint.before(op), op_role=op.attr("op_role"), loc=op.loc,
                             cache=result.attrs)
             mid = api.tattr(b.mesh, a.dims_mapping, a.printed_partial)
@@ -102,24 +100,32 @@ def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = Fal
 
 def fold(block: Block) -> None:
     seen: dict[int, list[tuple[object, Value]]] = {}
-    for op in list(block.ops):
-        if op.name != RESHARD:
-            continue
+    same: dict = {}  # (id, id) of two types -> (the two, whether equal): a program has a few dozen types
+    for op in [o for o in block.ops if o.name == RESHARD]:
         x, r = op.operand(0), op.results[0]
         if x is None:
             continue
-        if x.type == r.type:
+        xt, rt = x.type, r.type
+        if xt is rt or _equal(xt, rt, same):
             r.replace_all_uses_with(x)
             op.erase()
             continue
         lst = seen.setdefault(id(x), [])
         for t, val in lst:
-            if t == r.type:
+            if t is rt or _equal(t, rt, same):
                 r.replace_all_uses_with(val)
                 op.erase()
                 break
         else:
-            lst.append((r.type, r))
+            lst.append((rt, r))
+
+
+def _equal(a, b, memo: dict) -> bool:
+    k = (id(a), id(b))
+    hit = memo.get(k)
+    if hit is None:
+        hit = memo[k] = (a, b, a == b)  # (keeps a and b, so their ids, alive)
+    return hit[2]
 
 
 # ---------------------------------------------------------------------------------------- lower
