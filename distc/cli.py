@@ -215,7 +215,7 @@ def _opt_json(pipeline: str, timings: list[tuple[str, float]], ctx, warnings: li
 
 
 def _timing_table(rows: list[tuple[str, float]]) -> None:
-    from rich.table import Table
+    from .console import Table
 
     total = sum(s for _, s in rows) or 1.0
     table = Table(title="pass timings")

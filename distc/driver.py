@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
@@ -12,27 +11,12 @@ from collections.abc import Iterator
 
 from . import cmdline
 from .ir.core import Program
+from .console import err_console
 from .outputs import SIGNALS, Interrupted, default_signals
 from .syntax.diagnostics import DiagnosticError, Diagnostics, line_col
 from .syntax.parser import collector_off, parse_program  # noqa: F401 - collector_off: for the commands
 
-LOG_WIDTH = 100_000  # the console width off a terminal
 PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on a terminal)
-
-
-def err_console():
-    from rich.console import Console
-
-    if sys.stderr is None:  # stderr closed: nothing can be shown
-        return Console(file=io.StringIO(), no_color=True, highlight=False, soft_wrap=True, width=LOG_WIDTH)
-    try:
-        tty = sys.stderr.isatty()
-    except (OSError, ValueError):
-        tty = False
-    no_color = bool(os.environ.get("NO_COLOR")) or not tty
-    # off a terminal (CI logs, files) nothing wraps: a table is as wide as its content
-    return Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
-                   width=None if tty else LOG_WIDTH)
 
 
 READ_CHUNK = 4 << 20

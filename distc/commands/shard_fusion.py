@@ -5,7 +5,7 @@ the unfused ZeRO-1 program of the same input (built on the side by the library p
 from __future__ import annotations
 
 from ..analysis.cost import human_bytes
-from ..driver import err_console
+from ..console import Table, err_console
 from ..ir.core import Program
 from ..ir.dist import ranks_text
 from ..ir.records import replace
@@ -35,8 +35,6 @@ def summary_json(results: dict, base: dict[int, tuple[int, int]] | None, stage: 
 
 
 def print_summary(results: dict, base: dict[int, tuple[int, int]] | None, stage: int = 1) -> None:
-    from rich.table import Table
-
     con = err_console()
     # the buffers of the ranks shown, each once (a sub-mesh's buffer, e.g. a MoE expert's, is on
     # its ranks only), in rank order

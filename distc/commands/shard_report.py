@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..analysis.cost import human_bytes as human
-from ..driver import err_console
+from ..console import Table, err_console
 from ..ir.dist import ranks_text
 from ..pipeline import RankResult, ShardPipeline
 from ..pipeline.inputs import format_ranks
@@ -18,8 +18,6 @@ PER_RANK_ROWS = 16  # above this many ranks the summary groups ranks whose figur
 
 
 def summary(res: RankResult, stage: int, axis) -> None:
-    from rich.table import Table
-
     con = err_console()
     rank, before, after = res.rank, res.memory_before, res.memory_after
     assert before is not None and after is not None
@@ -103,8 +101,6 @@ def _rank_table(rows: list[dict], lowered: bool, stage: int, axis):
     """A row a rank; over :data:`PER_RANK_ROWS` ranks, a row for each set of ranks whose figures
     are all equal (``0-7,16-23``), by first rank, and over that many sets the first ones and a
     row counting the rest (``--json`` lists every rank)."""
-    from rich.table import Table
-
     cols = ("collectives", "bytes_sent", "memory_before", "memory_after") if lowered else \
         ("memory_before", "memory_after")
     groups: dict[tuple, list[int]] = {}

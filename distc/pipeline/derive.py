@@ -82,9 +82,10 @@ def sketch_of(replayer: Replayer, style, base: Program | None = None) -> tuple[S
     return sk, text
 
 
-def derive(base: Sketch, text: str, other: Sketch) -> tuple[str, list] | None:
+def derive(base: Sketch, text: str, other: Sketch, split: list[str] | None = None) -> tuple[str, list] | None:
     """The other rank's text and collective records, from the base rank's ``text`` (None: not
-    derivable, lower it whole)."""
+    derivable, lower it whole; ``split``: ``text.split("\\n")``, made once for every rank, left
+    as it is)."""
     if not (base.complete and other.complete) or base.where is None or base.keys != other.keys:
         return None
     lines = None
@@ -96,7 +97,7 @@ def derive(base: Sketch, text: str, other: Sketch) -> tuple[str, list] | None:
             if ta == tb:
                 continue
             if lines is None:
-                lines = text.split("\n")
+                lines = text.split("\n") if split is None else split.copy()
             cut = len(ta)
             for i in base.where.get((fp, j), ()):
                 ln = lines[i]
@@ -164,9 +165,10 @@ def lower_deriving(pipe, rank: int, others: list[int]):
     if text is None:
         return res
     res._text = text
+    split = text.split("\n") if others else None  # (once: each derived rank copies the list of lines)
     for r in others:
         rings = RingAllocator(first, reserved=set(reserved))
-        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style))
+        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style), split)
         if d is None:
             continue
         got = res.derived[r] = type(res)(r, None, startups.get(r), memory_before=memory_of(sh.before, r),
