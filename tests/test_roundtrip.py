@@ -54,11 +54,17 @@ def _held_to_the_full_printer_renumbered(prog):
     ops = [op for op in prog.walk() if op.src is not None]
     retyped = 0
     types = list({str(r.type): r.type for op in ops for r in op.results}.values())  # (distinct)
+    dists = list({str(d): d for op in ops[::7] if (d := op.dist_attr) is not None}.values())[:5]
     for k, op in enumerate(ops):
         if k % 5 == 1:
             op.dirty = True  # (nothing changed: every piece copied)
         elif k % 5 == 2:
             op.set_attr("m_new", BoolAttr(k % 2 == 0))  # an item more, in the printer's key order
+            if k % 3 == 2 and dists and op.dist_attr is not None:
+                op.dist_attr = dists[k % len(dists)]  # an item replaced (partition's op_dist_attr)
+            elif k % 3 == 1 and op.attr("stop_gradient") is not None:
+                op.set_attr("stop_gradient", BoolAttr(True))
+                op.del_attr("m_new")
         elif k % 5 == 3 and op.attrs:
             op.del_attr(next(iter(op.attrs)))  # one item less
         elif k % 5 == 4 and op.results and len(types) > 1:

@@ -13,7 +13,7 @@ from distc.ir.types import DistTensorType
 from distc.syntax.parser import collector_off, parse_programs
 from distc.syntax.parser.fast import op_match
 from distc.syntax.parser.programs import normalize_newlines, program_core, program_spans
-from distc.syntax.parser.texts import dist_item
+from distc.syntax.parser.texts import item_span
 from distc.syntax.printer import print_program
 
 from conftest import DATA, ir_files
@@ -61,6 +61,35 @@ def test_ops_are_left_unread_and_read_on_demand():
     assert 'name:"renamed"' in out and out.replace('"renamed"', '"x3"') == text
 
 
+def test_attributes_set_on_an_unread_op_are_edits_of_its_line():
+    """set_attr/del_attr on a parsed op keep the rest of its attribute text unread; the printer
+    replaces those items in its text (sorted or not), and the dict read later has them."""
+    for order in ("sorted", "unsorted"):
+        extra = ",zz:1,aa:2" if order == "unsorted" else ""  # (keys out of order: new ones go last)
+        text = "{\n" + "".join(_line(f"x{i}", i, extra) for i in range(5)) + "}\n"
+        prog = distc.parse(text)
+        ops = prog.ops
+        assert all(op._attrs is None for op in ops[1:])
+        ops[1].set_attr("name", A.StrAttr("y,1"))  # replaced in place
+        ops[2].set_attr("mid", A.BoolAttr(True))  # a new key: in the printer's order
+        ops[3].del_attr("shape")
+        ops[3].set_attr("dtype", A.StrAttr("f16"))
+        ops[4].del_attr("place")
+        ops[4].set_attr("place", A.IntAttr(3))  # (deleted then set again: it moves to the end)
+        assert [op._attrs is None for op in ops[1:]] == [True, True, False, False]  # (del_attr asks has_attr)
+        assert ops[1].attr("name") == A.StrAttr("y,1") and not ops[3].has_attr("shape")
+        assert ops[2].attr("mid") == A.BoolAttr(True) and ops[2].attr("shape") == ops[0].attr("shape")
+        out = str(prog)
+        assert out == print_program(prog, canonical=True)
+        assert 'name:"y,1"' in out and "mid:true" in out and ',shape:' not in out.splitlines()[4]
+        assert list(ops[3].attrs) == [k for k in ops[0].attrs if k != "shape"]  # (read now: with the edits)
+        assert ops[3].attr("dtype") == A.StrAttr("f16")
+        assert str(prog) == print_program(prog, canonical=True)
+        clone = prog.clone()
+        clone.ops[2].set_attr("mid", A.BoolAttr(False))
+        assert ops[2].attr("mid") == A.BoolAttr(True) and str(clone) != str(prog)
+
+
 def test_retyped_op_prints_its_attribute_text_as_read():
     """Partition retypes values and renames operands but leaves most ops' attributes alone: the
     op is printed anew from its attribute text, with the new types."""
@@ -89,13 +118,18 @@ def test_unsorted_texts_left_unread_make_the_style_unsorted():
     assert distc.parse(sorted_text).style.sorted_attrs is True
 
 
-def test_dist_item_is_the_whole_op_dist_attr_item():
+def test_item_span_is_the_whole_item():
     body = ('name:"a,op_dist_attr:{x}",op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},'
             'result(0):{mesh_shape:[2],process_ids:[0,1],dims_mappings:[-1]},chunk_id:-1},op_role:0')
-    assert dist_item(body) == ('op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):{mesh_shape:[2],'
-                               'process_ids:[0,1],dims_mappings:[-1]},chunk_id:-1}')
-    assert dist_item('name:"op_dist_attr:{}"') is None
-    assert dist_item("op_dist_attr:{mesh:{shape:[1]}") is None  # (unbalanced: never left unread)
+    i, j = item_span(body, "op_dist_attr")
+    assert body[i:j] == ('op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):{mesh_shape:[2],'
+                         'process_ids:[0,1],dims_mappings:[-1]},chunk_id:-1}')
+    assert item_span('name:"op_dist_attr:{}"', "op_dist_attr") == (-1, -1)
+    assert item_span("op_dist_attr:{mesh:{shape:[1]}", "op_dist_attr")[1] == -1  # (unbalanced: never left unread)
+    deep = "op_dist_attr:" + "{a:" * 7 + "1" + "}" * 7 + ",b:1"  # (deeper than its regular expression)
+    assert item_span(deep, "op_dist_attr") == (0, len(deep) - 4)
+    assert [body[slice(*item_span(body, k))] for k in ("name", "op_role")] == ['name:"a,op_dist_attr:{x}"', "op_role:0"]
+    assert item_span(body, "role") == (-1, -1) and item_span("a:[1,{b:2}],c:1", "a") == (0, -1)
 
 
 def test_program_spans_give_each_core_on_the_way():

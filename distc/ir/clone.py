@@ -51,6 +51,8 @@ def _clone_block(block: Block, vmap: dict, pending: list, keep=None, prepare=Non
         for r, nr in zip(old.results, op.results):
             vmap[r] = nr
         op._attrs, op._as_read, op._reader, op._dist = old._attrs, old._as_read, old._reader, old._dist  # (read or not)
+        if old._edits is not None:
+            op._edits = dict(old._edits)
         op.loc = old.loc
         op.src = old.src
         op.indent = old.indent

@@ -22,7 +22,7 @@ class Operation:
     __slots__ = (
         "name", "op_id", "_operands", "operand_keywords", "results", "_attrs", "regions", "parent",
         "_line", "_col", "src", "indent", "pre", "dirty", "sig", "_prev", "_next", "_as_read", "_reader", "_dist",
-        "__weakref__",
+        "_edits", "__weakref__",
     )
 
     def __init__(
@@ -48,8 +48,8 @@ class Operation:
         self._as_read = False  # a parsed op whose attributes are those of its source line (see ``attrs``)
         self._reader = None
         self._dist = None  # op_dist_attr of an unread text, once asked (False: none)
-        # (no regions, no lines before: one shared empty tuple, not a list an op: a program of a
-        # million ops is a million of them)
+        self._edits = None  # a parsed op's attributes set or deleted since: key -> value (_ABSENT: deleted)
+        # (no regions, no lines before: one shared empty tuple, not a list an op: millions of ops)
         self.regions: list[Region] | tuple = ()
         self.parent: Block | None = None
         self._line: int | None = None  # ``loc``, as two numbers (a tuple an op is 56 bytes more)
@@ -132,16 +132,20 @@ class Operation:
         for r, v in zip(self.results, values):
             r.replace_all_uses_with(v)
 
-    # -- attributes --------------------------------------------------------------------------
+    # -- attributes ---------------------------------------------------------------------------
     # A parsed op knows whether its attributes are still those of its source line (``_as_read``):
     # the printer copies their text for an op whose operands or types changed (partition retypes
-    # most ops of a program and renames their operands, leaving their attributes alone).  The
-    # parser may also leave the dict unread (``_attrs`` None) where the text is known to read well
-    # (its shape was read before, only its strings differ): then ``_reader.read_attrs(src)``
-    # builds it on first use, and ``_reader.read_dist(src)`` the op_dist_attr alone (what the
-    # passes ask of every op).  Attribute dicts are never changed in place.
+    # most ops and renames their operands, leaving their attributes alone).  The parser may leave
+    # the dict unread (``_attrs`` None) where the text is known to read well (its shape was read
+    # before, only its strings differ): ``_reader.read_attrs(src)`` builds it on first use,
+    # ``_reader.read_item(src, key)`` one item (op_dist_attr: what the passes ask of every op).
+    # Attributes set or deleted on a parsed op later are edits of its line (``_edits``: key ->
+    # value, _ABSENT where deleted): the rest may stay unread, the printer copies the line's text
+    # with those items replaced.  Attribute dicts are never changed in place.
     def _read_attrs(self) -> dict[str, Attribute]:
         d = self._reader.read_attrs(self.src)  # type: ignore[union-attr]
+        for k, v in (self._edits or {}).items():
+            d = _with(d, k, v)
         self._attrs = d
         self._dist = None
         return d
@@ -155,6 +159,10 @@ class Operation:
         a = self._attrs
         if a is not None:
             return a.get(key, default)
+        e = self._edits
+        if e is not None and key in e:
+            v = e[key]
+            return default if v is _ABSENT else v
         if key == "op_dist_attr":
             d = self._unread_dist()
             return default if d is None else d
@@ -166,37 +174,49 @@ class Operation:
     def _unread_dist(self):
         d = self._dist
         if d is None:
-            d = self._reader.read_dist(self.src)  # type: ignore[union-attr]
+            d = self._reader.read_item(self.src, "op_dist_attr")  # type: ignore[union-attr]
             self._dist = d = False if d is None else d
         return None if d is False else d
 
     def has_attr(self, key: str) -> bool:
         return self.attr(key, _ABSENT) is not _ABSENT
 
-    def set_attr(self, key: str, value: Attribute) -> None:
-        d = dict(self.attrs)
-        d[key] = value
-        self._attrs = d
+    def _change(self, key: str, value) -> None:
+        """Set (or delete: ``value`` _ABSENT) one attribute; a parsed op keeps it as an edit of its line."""
+        e = self._edits
+        if e is None and self._as_read and self.src is not None:
+            self._edits = e = {}
+        elif e is not None and value is not _ABSENT and e.get(key) is _ABSENT:
+            self.attrs  # (deleted, then set again: the item moves to the end of the dict, printed anew)
+            self._edits = e = None
+        if e is not None:
+            e[key] = value
+        if self._attrs is not None or e is None:
+            self._attrs = _with(self.attrs, key, value)
         self._as_read = False
         self.dirty = True
 
+    def set_attr(self, key: str, value: Attribute) -> None:
+        self._change(key, value)
+
     def del_attr(self, key: str) -> None:
         if self.has_attr(key):
-            d = dict(self.attrs)
-            del d[key]
-            self._attrs = d
-            self._as_read = False
-            self.dirty = True
+            self._change(key, _ABSENT)
 
     def set_attrs(self, attrs: Mapping[str, Attribute]) -> None:
         self._attrs = dict(attrs)
+        self._edits = None
         self._as_read = False
         self.dirty = True
 
     @property
     def dist_attr(self) -> OperationDistAttr | None:
         a = self._attrs
-        d = a.get("op_dist_attr") if a is not None else self._unread_dist()
+        if a is not None:
+            d = a.get("op_dist_attr")
+        else:
+            e = self._edits
+            d = e.get("op_dist_attr") if e is not None and "op_dist_attr" in e else self._unread_dist()
         return d if isinstance(d, OperationDistAttr) else None
 
     @dist_attr.setter
@@ -458,6 +478,16 @@ class Program:
 
 
 _ABSENT = object()
+
+
+def _with(attrs: Mapping[str, Attribute], key: str, value) -> dict[str, Attribute]:
+    """A copy of an attribute dict with ``key`` set (deleted: ``value`` _ABSENT)."""
+    d = dict(attrs)
+    if value is _ABSENT:
+        d.pop(key, None)
+    else:
+        d[key] = value
+    return d
 
 # The printer lives a layer up (distc.syntax.printer) and installs itself here, so that
 # ``str(program)`` works while ``ir`` imports nothing from ``syntax``.

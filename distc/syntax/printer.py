@@ -12,8 +12,9 @@ Printing changes nothing: the names values get (``%N`` in print order) live in t
 from __future__ import annotations
 
 from ..ir.attrs import format_attr_dict
-from ..ir.core import Block, BlockArgument, Operation, Program, Value, set_printer
-from .parser.fast import op_match
+from ..ir.core import _ABSENT, Block, BlockArgument, Operation, Program, Value, set_printer
+from .parser.fast import FastParser, op_match
+from .parser.texts import item_span
 
 
 class _Printer:
@@ -31,7 +32,8 @@ class _Printer:
         self.type_text: dict = {}
         self.type_ids: dict[int, str] = {}  # id(type) -> text (types outlive the printing)
         self.attr_ids: dict[int, str] = {}  # id(attribute) -> text
-        self.tails: dict = {}  # see op_line
+        self.bodies: dict = {}  # attribute texts, see _tail_text
+        self.type_lists: dict[tuple, str] = {}  # see _types
         self.inline_pending: set[int] = set()
         self.fresh = 0
         if not self.style.renumber:
@@ -95,6 +97,36 @@ class _Printer:
             self.attr_ids[id(v)] = s
         return s
 
+    def _spliced(self, atext: str, edits: dict) -> str:
+        """An attribute text with the items of ``edits`` set (or deleted), in the printer's order."""
+        text = atext
+        if "\\" not in atext:  # each item found on its own (most edits replace one)
+            for k, v in edits.items():
+                i, j = item_span(text, k)
+                if i < 0:
+                    if v is _ABSENT:
+                        continue
+                    if self.style.sorted_attrs and text:
+                        break  # (a new key among sorted ones: below)
+                    text = (text + "," if text else "") + k + ":" + self._attr_id(v)
+                elif j < 0:
+                    break
+                elif v is not _ABSENT:
+                    text = "".join((text[:i], k, ":", self._attr_id(v), text[j:]))
+                else:
+                    text = text[:i - 1] + text[j:] if i else text[j + 1:]
+            else:
+                return text
+        items = {}
+        for it in FastParser._split_items(atext):
+            items[it[:it.index(":")]] = it
+        for k, v in edits.items():
+            if v is _ABSENT:
+                items.pop(k, None)
+            else:
+                items[k] = k + ":" + self._attr_id(v)
+        return ",".join([items[k] for k in (sorted(items) if self.style.sorted_attrs else items)])
+
     # -- blocks and ops ----------------------------------------------------------------------
     def block(self, block: Block, indent: str, header_indent: str, top: bool = False) -> None:
         out = self.out
@@ -129,10 +161,33 @@ class _Printer:
         for op in ops:
             if marks is not None and id(op) in marks:
                 marks[id(op)] = len(out) + len(op.pre)
-            if not fast or op.src is None or op.dirty or op.pre or op.regions:
+            if not fast or op.pre or op.regions:
                 self.counter = counter
                 self.op(op, indent)
                 counter = self.counter
+                continue
+            if op.src is None or op.dirty:  # a new or changed op (of the common kind: printed right here)
+                if op.operand_keywords or op.sig != "full" or pending:
+                    self.counter = counter
+                    self.op(op, indent)
+                    counter = self.counter
+                    continue
+                res = []
+                for r in op.results:  # (_name_result, inline)
+                    n = r.name
+                    if n is None or n.isdigit():
+                        pn = str(counter)
+                        counter += 1
+                        if pn != n:
+                            names[r] = pn
+                            n = pn
+                    res.append(n)
+                oid = op.op_id
+                out.append("".join((
+                    op.indent if op.indent is not None else indent, "(%" if res else "(", ", %".join(res),
+                    ') = "', op.name, '" (' if oid is None else f'" [id:{oid}] (',
+                    ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name) for v in op._operands]),
+                    ")", self._tail_text(op))))
                 continue
             clean = True
             for r in op.results:  # (_name_result, inline)
@@ -244,56 +299,56 @@ class _Printer:
     def _tail(self, op: Operation, parts: list[str]) -> str:
         if op.sig == "none":
             parts.append(" { ")
-            return "".join(parts)
-        if op._as_read and not self.canonical:
+        else:
+            parts.append(self._tail_text(op))
+            if op.regions:
+                parts.append(" {")
+        return "".join(parts)
+
+    def _tail_text(self, op: Operation) -> str:
+        """The attributes and types of an op line (its sig "full" or "results")."""
+        if (op._as_read or (op._edits is not None and op._attrs is None)) and not self.canonical:
             atext = op_match(op.src)[5]  # type: ignore[index]
             # a parsed op whose attributes are as read (its operands or types changed: partition
-            # retypes and renames most ops): its attribute text as it was
+            # retypes and renames most ops): its attribute text as it was; with items set or
+            # deleted since and the rest unread (partition's op_dist_attr): those replaced
+            if op._edits is not None:
+                atext = self._spliced(atext, op._edits)
+        else:
+            # the attributes are often the same objects as an op printed before (a replayed
+            # reshard, a layer like the last one): keyed by identity, valid while printing; first
+            # by the dict itself (ops replayed from one template share theirs: dicts are never
+            # changed in place), then by its keys and values
+            attrs = op._attrs if op._attrs is not None else op.attrs
+            bodies = self.bodies
+            atext = bodies.get(id(attrs))
+            if atext is None:
+                key = (tuple(attrs), tuple(map(id, attrs.values())))
+                atext = bodies.get(key)
+                if atext is None:
+                    # each attribute is printed once (by identity: they live as long as the program)
+                    a = self._attr_id
+                    keys = sorted(attrs) if self.style.sorted_attrs else attrs
+                    atext = ",".join([k + ":" + a(attrs[k]) for k in keys])
+                    bodies[key] = atext
+                bodies[id(attrs)] = atext
+        if op.sig == "full":
+            return "".join((" {", atext, "} : (", self._types(op._operands), ") -> ", self._types(op.results)))
+        return "".join((" {", atext, "} -> ", self._types(op.results)))
+
+    def _types(self, values) -> str:
+        """The printed types of a list of values (by the identity of each type: equal lists of the
+        retyped values of partition, of each reshard, cost a lookup)."""
+        if len(values) > 64:  # (a long list is not kept: no key as long as it)
             t = self._t_id
-            outs = ", ".join([t(r._type) for r in op.results])
-            if op.sig == "full":
-                ins = ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in op._operands])
-                parts.append("".join((" {", atext, "} : (", ins, ") -> ", outs)))
-            else:
-                parts.append("".join((" {", atext, "} -> ", outs)))
-            if op.regions:
-                parts.append(" {")
-            return "".join(parts)
-        # the rest (attributes, types) is often the same objects as an op printed before (a
-        # replayed reshard, a layer like the last one): keyed by identity, valid while printing
-        attrs = op.attrs
-        types = (tuple([id(r._type) for r in op.results]),
-                 tuple([id(v._type) if v is not None else 0 for v in op._operands]))
-        # first by the dict itself (ops replayed from one template share theirs: dicts are never
-        # changed in place), then by its keys and values
-        shared = (id(attrs), op.sig, types)
-        tail = self.tails.get(shared)
-        if tail is not None:
-            parts.append(tail)
-            if op.regions:
-                parts.append(" {")
-            return "".join(parts)
-        key = (op.sig, tuple(attrs), tuple(map(id, attrs.values())), types)
-        tail = self.tails.get(key)
-        if tail is None:
-            # each attribute and type is printed once (by identity: they live as long as the
-            # program), and the tail from those texts: equal tails of distinct objects (the
-            # retyped values of partition, the attributes of each reshard) cost a join
-            t, a = self._t_id, self._attr_id
-            keys = sorted(attrs) if self.style.sorted_attrs else attrs
-            body = ",".join([k + ":" + a(attrs[k]) for k in keys])
-            outs = ", ".join([t(r._type) for r in op.results])
-            if op.sig == "full":
-                ins = ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in op._operands])
-                tail = "".join((" {", body, "} : (", ins, ") -> ", outs))
-            else:
-                tail = "".join((" {", body, "} -> ", outs))
-            self.tails[key] = tail
-        self.tails[shared] = tail
-        parts.append(tail)
-        if op.regions:
-            parts.append(" {")
-        return "".join(parts)
+            return ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in values])
+        key = tuple([id(v._type) if v is not None else 0 for v in values])
+        s = self.type_lists.get(key)
+        if s is None:
+            t = self._t_id
+            s = ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in values])
+            self.type_lists[key] = s
+        return s
 
 
 def print_program(prog: Program, *, canonical: bool = False) -> str:

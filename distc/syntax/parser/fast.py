@@ -15,7 +15,7 @@ from .leaves import (
 )
 from .names import OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named
 from .texts import (
-    CACHE_TEXT, Cache as _Cache, Unread, dist_item, from_skeleton, joined_line, keep_skeleton,
+    CACHE_TEXT, Cache as _Cache, Unread, from_skeleton, item_span, joined_line, keep_skeleton,
     kwarg_lines as _kwarg_lines, skeleton_of, split_plain as _split_plain,
 )
 
@@ -202,12 +202,14 @@ class FastParser:
         """The attribute dict of an op line whose text was left unread."""
         return self.attr_dict(op_match(src)[5])  # type: ignore[index]
 
-    def read_dist(self, src: str):
-        """The ``op_dist_attr`` of an op line whose attribute text was left unread (None: it has
-        none), without the rest of its dict."""
-        item = dist_item(op_match(src)[5])  # type: ignore[index]
-        if item is None:
-            return None
+    def read_item(self, src: str, key: str):
+        """The value of the item ``key`` of an op line whose attribute text was left unread (None:
+        it has none), without the rest of its dict (op_dist_attr: what the passes ask of every op)."""
+        text = op_match(src)[5]  # type: ignore[index]
+        i, j = item_span(text, key)
+        if i < 0 or j < 0:  # (none, or not of the forms item_span reads)
+            return None if i < 0 else self.attr_dict(text).get(key)
+        item = text[i:j]
         kv = self.items.get(item)
         return (kv if kv is not None else self._item(item))[1]
 

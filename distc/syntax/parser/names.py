@@ -194,6 +194,7 @@ class Builder:
         op._as_read = True
         op._reader = reader
         op._dist = None
+        op._edits = None
         op.regions = ()
         op._line = line
         op._col = len(indent) + 1

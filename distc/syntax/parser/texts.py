@@ -162,19 +162,30 @@ class Cache(dict):
         self[key] = value
 
 
-def dist_item(text: str) -> str | None:
-    """The ``op_dist_attr:{...}`` item of an attribute text whose strings hold no backslash
-    (None: it has none).  The item holds no string: it ends at the first '}' after which its
-    braces balance."""
-    i = text.find("op_dist_attr:{")
-    while i > 0 and (text[i - 1] != "," or text.count('"', 0, i) % 2):  # (not a key: inside a string)
-        i = text.find("op_dist_attr:{", i + 1)
-    if i < 0:
-        return None
-    j = text.find("}", i)
-    while j >= 0 and text.count("{", i, j) != text.count("}", i, j + 1):
-        j = text.find("}", j + 1)
-    return text[i:j + 1] if j >= 0 else None
+_BRACED = re.compile(r"\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+\})*+\})*+\}")  # 5 deep
+
+
+def item_span(text: str, key: str) -> tuple[int, int]:
+    """Where the item ``key:...`` of an attribute text (its body) whose strings hold no backslash
+    is: ``(start, end)``, or (-1, -1) where it has none; ``(start, -1)`` where its end is not found
+    here (not of the plain forms).  op_dist_attr holds no string: it ends at the first '}' after
+    which its braces balance."""
+    want = key + ":"
+    i = 0 if text.startswith(want) else text.find("," + want) + 1
+    while i > 0 and text.count('"', 0, i) % 2:  # (not a key: inside a string)
+        i = text.find("," + want, i) + 1
+    if i < 0 or (i == 0 and not text.startswith(want)):
+        return -1, -1
+    if key == "op_dist_attr":
+        m = _BRACED.match(text, i + 13)
+        if m is not None:
+            return i, m.end()
+        j = text.find("}", i)  # (nested deeper than _BRACED reads)
+        while j >= 0 and text.count("{", i, j) != text.count("}", i, j + 1):
+            j = text.find("}", j + 1)
+        return i, (j + 1 if j >= 0 else -1)
+    m = _PLAIN_ITEM.match(text, i)
+    return i, (m.end() if m is not None and (m.end() == len(text) or text[m.end()] == ",") else -1)
 
 
 class Unread:
@@ -190,5 +201,5 @@ class Unread:
     def read_attrs(self, src: str) -> dict:
         return self.parser.read_attrs(src)
 
-    def read_dist(self, src: str):
-        return self.parser.read_dist(src)
+    def read_item(self, src: str, key: str):
+        return self.parser.read_item(src, key)
