@@ -11,12 +11,18 @@ from collections.abc import Iterator
 
 from . import cmdline
 from .ir.core import Program
-from .console import err_console
 from .outputs import SIGNALS, Interrupted, default_signals
 from .syntax.diagnostics import DiagnosticError, Diagnostics, line_col
 from .syntax.parser import collector_off, parse_program  # noqa: F401 - collector_off: for the commands
 
 PROGRESS_BYTES = 4 << 20  # show a progress bar for inputs larger than this (on a terminal)
+
+
+def err_console():
+    """The console on stderr (:func:`distc.console.err_console`; its module loaded when something is shown)."""
+    from .console import err_console
+
+    return err_console()
 
 
 READ_CHUNK = 4 << 20
