@@ -75,3 +75,23 @@ def test_grad_rules():
     # mean_grad over every axis: the gradient replicated whatever x was
     ins, outs, parts = R.reduction_grad([4, 16], (), [], False)
     assert outs == [(-1, -1)]
+
+
+def test_embedding_conflict_is_paddles():
+    """Where Paddle 3.3.1's embedding rule raises (``Multiple Tensor Axes [a,k] is sharded by same
+    mesh dimension [0]``: the vocab-parallel LLaMA and BERT at stage 3), as its dist build runs it:
+    the table's row axis replicated (a vocab-parallel table is ``[-1, -1]`` in Paddle's stage-0
+    programs, clip/llama_vp_dp2mp2): on every such layout (342 of the 985 of
+    spmd/embedding.json.xz, gen_spmd_rules.py --embedding) distc raises where Paddle's rule does,
+    with its message, and nowhere else."""
+    with lzma.open(DATA / "oracle/spmd/embedding.json.xz", "rt", encoding="utf-8") as f:
+        cases = [c for c in json.load(f)["cases"] if c["w"][0] == -1]
+    raised = 0
+    for c in cases:
+        try:
+            R.embedding_conflict(tuple(c["x"]), tuple(c["w"]))
+            assert "error" not in c, c
+        except R.Conflict as e:
+            assert "error" in c and str(e) in c["error"], (c, str(e))
+            raised += 1
+    assert len(cases) == 342 and raised == 140

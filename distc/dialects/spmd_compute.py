@@ -217,5 +217,20 @@ def reduction_grad(x_shape, g_dm: Dm, axes, keepdim: bool) -> Rule:
     return [dm, tuple(g_dm)], [dm], [()]
 
 
+def embedding_conflict(x_dm: Dm, w_dm: Dm) -> None:
+    """Where Paddle 3.3.1's ``embedding`` rule raises (:class:`Conflict`), as its dist build runs it:
+    the table's row axis (the vocabulary, ``j``) taken as replicated (a vocab-parallel table's
+    operand is ``[-1, ...]`` in its stage-0 programs), its column axis ``k`` goes to the result
+    beside x's axes, so a mesh dim that shards both x and the table's columns (a ZeRO-3 shard of a
+    vocab-parallel table, ``[S1, S0]`` under a batch split over dp) is claimed twice.  Checked
+    against ``core.get_phi_spmd_rule("embedding")`` on every layout of 1- to 3-D ids and a 2-D
+    table over 2x2, 2x4 and 2x2x2 meshes whose row axis is replicated (342 cases, tests/test_spmd_compute.py;
+    the error's axes and mesh dim as Paddle names them)."""
+    if len(w_dm) != 2 or w_dm[1] == -1 or w_dm[1] not in x_dm:
+        return
+    axis = "abcdefghilmnopqrstuvwxyz"[list(x_dm).index(w_dm[1])]
+    raise Conflict(f"Multiple Tensor Axes [{axis},k] is sharded by same mesh dimension [{w_dm[1]}]")
+
+
 def valid(rule: Rule | None) -> bool:
     return rule is not None and all(_dup_free(d) for d in rule[0] + rule[1])

@@ -23,6 +23,7 @@ from ..ir.builder import Maker
 from ..ir.core import Operation, Program
 from ..ir.dist import TensorDistAttr, placements_name
 from ..ir.types import DistTensorType
+from ..syntax.diagnostics import DiagnosticError
 from .base import PassContext
 from .paddle_api import set_result_dist
 from .zero_clip import reshard_grads_before_clip
@@ -71,15 +72,19 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
                              f"(all-gathered before each use, gradient reduce-scattered)")
     from .zero3_complete import recomplete  # stage 3 only: a stage-1 run does not import the SPMD rules
 
-    relaid, why = recomplete(prog, seeds, mk)
+    crash = _foreign_mesh(prog, targets)
+    if crash is not None:  # (surprising, so said without --explain too; the exit status unchanged)
+        ctx.notes.append(f"shard-optimizer: stage 3: {crash.message}")
+        ctx.warn(crash)
+    relaid, why, where = recomplete(prog, seeds, mk)
     if why:
         ctx.notes.append(f"shard-optimizer: stage 3: Paddle 3.3.1 fails to build this program ({why}, "
                          f"once the parameters are sharded); distc keeps the stage-1 forward and gathers "
                          f"each sharded parameter before use")
-        # surprising, so said without --explain too: one line, the exit status unchanged
-        ctx.warn(f"{prog.filename or '<input>'}: warning: ZeRO stage 3: Paddle 3.3.1 fails to build this "
-                 f"program ({why}); distc's program is its own: the stage-1 forward, each sharded parameter "
-                 f"gathered before use (--verify proves it, --explain says more)")
+        # at the op whose SPMD rule raises in Paddle
+        ctx.warn(_warning(prog, where, f"ZeRO stage 3: Paddle 3.3.1 fails to build this program ({why}); distc's "
+                          "program is its own: the stage-1 forward, each sharded parameter gathered before use "
+                          "(--verify proves it, --explain says more)"))
     if any(op.name == "pd_op.matmul" for op in relaid):
         ctx.notes.append(f"shard-optimizer: stage 3: {len(relaid)} op(s) inferred again from the sharded "
                          f"parameters (Paddle's SPMD rules: a matmul keeps the larger free axis on a mesh "
@@ -87,6 +92,43 @@ def shard_parameters(prog: Program, targets: list[tuple[Operation, int, TensorDi
     if grads:  # a kept parameter's gradient keeps its partial type: all-reduced before the update
         reshard_grads_before_clip(prog, retyped, mk, retype=True)
     ctx.stats.zero3_params = changed
+
+
+def _warning(prog: Program, op: Operation | None, message: str) -> DiagnosticError:
+    """``message`` as a warning at ``op``'s line (the file's, if it has none): FILE:LINE:COL, the line, a caret."""
+    line, col = (op.loc if op is not None and op.loc is not None else (None, None))
+    src = op.src.split("\n", 1)[0] if op is not None and op.src and line is not None else None
+    return DiagnosticError(message, line, col, filename=prog.filename or "<input>", severity="warning",
+                           source=None if src is None else "\n" * (line - 1) + src)
+
+
+def _foreign_mesh(prog: Program, targets) -> DiagnosticError | None:
+    """Paddle 3.3.1's ShardingStage3 reshards every parameter of the optimizer in eager mode, on
+    every rank, before the program is built; on a rank outside the parameter's mesh (a pipeline
+    stage's parameters, an MoE expert's) that reshard is a segmentation fault (checked: one
+    ``dist.reshard`` of a parameter on ``[[1],[3]]`` or ``[2,3]`` on rank 0, to its own placements
+    too; ``tests/data/oracle`` stores it for the MoE and the pp2 x dp2 LLaMA at stage 3).  The
+    warning at the first such parameter, naming the ranks Paddle crashes on."""
+    params = []
+    for op, _gi, _want in targets:
+        p = op.operand(0)
+        t = p.type if p is not None else None
+        if p is not None and p.owner is not None and isinstance(t, DistTensorType):
+            params.append((p.owner, tuple(t.dist.mesh.process_ids)))
+    world = sorted({r for _, ids in params for r in ids})
+    outside = [(owner, ids) for owner, ids in params if len(set(ids)) < len(world)]
+    if not outside:
+        return None
+    outside.sort(key=lambda x: x[0].loc or (0, 0))
+    owner, ids = outside[0]
+    crash = sorted({r for _, m in outside for r in world if r not in m})
+    name = owner.attr("parameter_name") or owner.attr("name")
+    name = str(getattr(name, "value", name)) if name is not None else "a parameter"
+    shown = ",".join(map(str, crash)) if len(crash) <= 16 else f"{crash[0]}-{crash[-1]} ({len(crash)} ranks)"
+    return _warning(prog, owner, f"ZeRO stage 3: Paddle 3.3.1 crashes on rank(s) {shown} (a segmentation fault: "
+                    f"ShardingStage3 reshards each parameter eagerly on every rank, and {name} is on mesh "
+                    f"{list(ids)}, without rank {next(r for r in crash if r not in ids)}); distc's program is its "
+                    "own (--verify proves it)")
 
 
 def local_state_shapes(decisions) -> None:

@@ -91,6 +91,9 @@ def infer(op: Operation, mesh_shape) -> tuple[dict[int, tuple], list, list] | No
                           _flag(op, "transpose_y"), mesh_shape)
         kinds = ["SUM", "SUM"]
         operands = {0: 0, 1: 1, 2: 2}
+    elif name == "pd_op.embedding" and len(ins) == 2 and None not in ins:
+        R.embedding_conflict(ins[0][1], ins[1][1])  # (where it does not raise: not modelled, kept)
+        return None
     elif name in BINARY and len(ins) == 2 and None not in ins:
         r = R.elementwise([ins[0][0], ins[1][0]], [ins[0][1], ins[1][1]], mesh_shape)
         kinds, operands = [], {0: 0, 1: 1}
@@ -143,17 +146,17 @@ def _grad_type(op: Operation, i: int, attr: TensorDistAttr, mk: Maker) -> Tensor
     return mk.restyle(t.dist.with_(partial=())) if t.dist.partial else t.dist  # type: ignore[return-value]
 
 
-def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> tuple[list[Operation], str | None]:
+def recomplete(prog: Program, seeds: list[Value], mk: Maker) -> tuple[list[Operation], str | None, Operation | None]:
     """Re-infer every op downstream of ``seeds`` (values whose type changed) that has a modelled
     rule; returns the ops whose ``op_dist_attr`` changed.  Where an op's rule raises in Paddle
-    (Paddle 3.3.1 fails to build the stage-3 program) nothing is changed: ``([], why)``."""
+    (Paddle 3.3.1 fails to build the stage-3 program) nothing is changed: ``([], why, that op)``."""
     undo: list[tuple[object, str, object]] = []
     try:
-        return _recomplete(prog, seeds, mk, undo), None
+        return _recomplete(prog, seeds, mk, undo), None, None
     except R.Conflict as e:
         for obj, field, old in reversed(undo):
             setattr(obj, field, old)
-        return [], str(e)
+        return [], str(e), getattr(e, "op", None)
 
 
 def _recomplete(prog: Program, seeds: list[Value], mk: Maker, undo: list) -> list[Operation]:
@@ -180,7 +183,9 @@ def _recomplete(prog: Program, seeds: list[Value], mk: Maker, undo: list) -> lis
         try:
             got = infer(op, od.mesh.shape)
         except R.Conflict as e:
-            raise R.Conflict(f"'{op.name}': {e}") from None
+            where = R.Conflict(f"'{op.name}': {e}")
+            where.op = op  # type: ignore[attr-defined]
+            raise where from None
         if got is None:
             continue
         req, outs, partial = got

@@ -2,6 +2,7 @@
 reference ``distc.dialects.spmd_compute`` is held to (tests/test_spmd_compute.py).
 
     /tmp/paddle/bin/python gen_spmd_rules.py spmd/rules.json.xz      # ~10 s, 6,000 cases
+    /tmp/paddle/bin/python gen_spmd_rules.py --embedding spmd/embedding.json.xz   # 985 cases
 
 Each case: the rule (matmul with its transpose flags, add, relu), the mesh shape, the inputs'
 shapes and dims mappings, and Paddle's answer -- the inputs' required dims mappings, the results'
@@ -86,5 +87,52 @@ def main(out, n=6000, seed=2024):
     print(f"{len(cases)} cases -> {out}")
 
 
+def embedding(out):
+    """``embedding`` (ids, table; padding_idx -1, not sparse) on every layout of 1- to 3-D ids and a
+    2-D table over the three meshes (each tensor's mesh dims distinct): 985 cases, ~1 s.
+
+        /tmp/paddle/bin/python gen_spmd_rules.py --embedding spmd/embedding.json.xz"""
+    import itertools
+
+    from paddle.base import core
+    from paddle.distributed.auto_parallel.static.dist_attribute import DistTensorSpec, TensorDistAttr
+    from paddle.distributed.fleet import auto
+
+    meshes = {(2, 2): auto.ProcessMesh([[0, 1], [2, 3]]), (2, 4): auto.ProcessMesh([[0, 1, 2, 3], [4, 5, 6, 7]]),
+              (2, 2, 2): auto.ProcessMesh([[[0, 1], [2, 3]], [[4, 5], [6, 7]]])}
+    rule = core.get_phi_spmd_rule("embedding")
+
+    def spec(mesh, shape, dm):
+        a = TensorDistAttr()
+        a.process_mesh = mesh
+        a.dims_mapping = list(dm)
+        return DistTensorSpec(list(shape), a)
+
+    def distinct(dm):
+        used = [m for m in dm if m != -1]
+        return len(used) == len(set(used))
+
+    cases = []
+    for ms, mesh in meshes.items():
+        opts = [-1, *range(len(ms))]
+        for xn in (1, 2, 3):
+            for xd in filter(distinct, itertools.product(opts, repeat=xn)):
+                for wd in filter(distinct, itertools.product(opts, repeat=2)):
+                    c = {"mesh": list(ms), "x": list(xd), "w": list(wd)}
+                    try:
+                        r = rule.infer_forward(spec(mesh, [8] * xn, xd), spec(mesh, [64, 32], wd), -1, False)
+                        c["ins"] = [list(i.dims_mapping) for i in r[0]]
+                        c["outs"] = [list(o.dims_mapping) for o in r[1]]
+                    except Exception as e:
+                        c["error"] = str(e).strip().splitlines()[0][:160]
+                    cases.append(c)
+    with lzma.open(out, "wt", encoding="utf-8") as f:
+        json.dump({"paddle": "3.3.1", "rule": "embedding", "cases": cases}, f, separators=(",", ":"))
+    print(f"{len(cases)} cases -> {out}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "spmd/rules.json.xz")
+    if sys.argv[1:2] == ["--embedding"]:
+        embedding(sys.argv[2] if len(sys.argv) > 2 else "spmd/embedding.json.xz")
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "spmd/rules.json.xz")
