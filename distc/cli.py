@@ -256,11 +256,15 @@ def run(prog_name: str | None = None) -> None:
 
     catch_signals()
     try:
-        if os.environ.get("_DISTC_COMPLETE"):  # (click's shell completion, which went with click)
-            raise SystemExit("distc: error: shell completion (_DISTC_COMPLETE) is not available: distc no longer "
-                             "uses click; remove the line that sources it")
-        main(prog_name=prog_name)
-        code = 0
+        instruction = os.environ.get("_DISTC_COMPLETE")
+        if instruction:  # shell completion, as click's was (its rc line: eval "$(_DISTC_COMPLETE=bash_source distc)")
+            from .cmdline.complete import run as complete
+
+            ctx = cmdline.Context(main, info_name="distc", **main.context_settings)
+            code = complete(main, ctx, instruction, _executable(), "_DISTC_COMPLETE", sys.stdout, sys.stderr)
+        else:
+            main(prog_name=prog_name)
+            code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if e.code is not None and not isinstance(e.code, int):
@@ -281,6 +285,15 @@ def run(prog_name: str | None = None) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _executable() -> str:
+    """The name the shell runs distc by (a completion script is for it): ``distc`` unless the
+    executable was renamed."""
+    import os
+
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return name if name and not name.endswith(".py") and name not in ("-c", "-m") else "distc"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -166,16 +166,6 @@ def test_help_or_version_on_a_full_stdout_is_an_error_not_a_traceback(tmp_path):
         assert r.returncode == 1 and r.stderr == "distc: error: cannot write: No space left on device\n", (args, r.stderr)
 
 
-def test_click_shell_completion_variable_is_one_line_not_the_help_page(tmp_path):
-    """``eval "$(_DISTC_COMPLETE=bash_source distc)"`` in a shell's rc file gave click's completion
-    script; with click gone it printed distc's whole help page on stderr at every shell start:
-    now one line saying why, exit 1, nothing on stdout (nothing for the shell to run)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "_DISTC_COMPLETE": "bash_source"}
-    r = subprocess.run([sys.executable, "-m", "distc"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert (r.returncode, r.stdout) == (1, "") and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("distc: error: shell completion (_DISTC_COMPLETE) is not available"), r.stderr
-
-
 def test_a_number_that_is_not_one(tmp_path):
     """'nan' for a float option (click takes it: a tolerance that makes every value DIVERGED, a
     schedule table of nan, a buffer size read as the default) and an infinite buffer size (an
