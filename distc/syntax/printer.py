@@ -166,30 +166,13 @@ class _Printer:
                 self.op(op, indent)
                 counter = self.counter
                 continue
-            if op.src is None or op.dirty:  # a new or changed op (of the common kind: printed right here)
-                if op.operand_keywords or op.sig != "full" or pending:
-                    self.counter = counter
-                    self.op(op, indent)
-                    counter = self.counter
-                    continue
-                res = []
-                for r in op.results:  # (_name_result, inline)
-                    n = r.name
-                    if n is None or n.isdigit():
-                        pn = str(counter)
-                        counter += 1
-                        if pn != n:
-                            names[r] = pn
-                            n = pn
-                    res.append(n)
-                oid = op.op_id
-                out.append("".join((
-                    op.indent if op.indent is not None else indent, "(%" if res else "(", ", %".join(res),
-                    ') = "', op.name, '" (' if oid is None else f'" [id:{oid}] (',
-                    ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name) for v in op._operands]),
-                    ")", self._tail_text(op))))
+            dirty = op.src is None or op.dirty  # a new or changed op (of the common kind: printed right here)
+            if dirty and (op.operand_keywords or op.sig != "full" or pending):
+                self.counter = counter
+                self.op(op, indent)
+                counter = self.counter
                 continue
-            clean = True
+            clean = not dirty
             for r in op.results:  # (_name_result, inline)
                 n = r.name
                 if n is None or n.isdigit():
@@ -198,6 +181,15 @@ class _Printer:
                     if pn != n:
                         names[r] = pn
                         clean = False
+            if dirty:
+                oid = op.op_id
+                out.append("".join((
+                    op.indent if op.indent is not None else indent, "(",
+                    ", ".join(["%" + names.get(r, r.name) for r in op.results]),
+                    ') = "', op.name, '" (' if oid is None else f'" [id:{oid}] (',
+                    ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name) for v in op._operands]),
+                    ")", self._tail_text(op))))
+                continue
             if clean:
                 if names or pending:
                     for v in op._operands:
