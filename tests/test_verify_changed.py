@@ -110,3 +110,81 @@ def test_the_pipeline_checks_a_library_input_first():
                                     "mesh_shape:[2,2],process_ids:[0,1,2,2]", 1), "bad.ir")
     with pytest.raises(distc.DiagnosticError, match="appears twice"):
         distc.shard(main, rank=0)
+
+
+# -- the first error: the full verify's, whatever else is broken -------------------------------------
+# (verify checks the structure of every op before any value: verify_changed did the value checks op by
+# op with the structure, and a stale use only at the end, so with several errors it named another)
+
+def _negative_dim(op: Operation) -> None:
+    t = op.results[0].type
+    op.results[0].type = DistTensorType((-2,) + t.shape[1:], t.dtype, t.dist)
+
+
+def _moved_before_definer(prog: distc.Program, after: Operation | None = None) -> Operation:
+    """A clean op (after ``after``) moved right before the definer of its first operand."""
+    ops = prog.ops
+    start = ops.index(after) + 1 if after is not None else 0
+    clean = next(op for op in ops[start:] if not op.dirty and op.operands and op.operand(0) is not None
+                 and op.operand(0).owner is not None and op.operand(0).owner.parent is prog.block
+                 and ops.index(op.operand(0).owner) >= start)
+    definer = clean.operand(0).owner
+    prog.block.remove(clean)
+    prog.block.insert_before(definer, clean)
+    return clean
+
+
+def test_a_value_error_before_a_structural_one_names_the_structural_one():
+    prog = _lowered()
+    new = _inserted(prog)  # early: right after the first all_gather
+    _negative_dim(new)
+    moved = _moved_before_definer(prog, after=new)
+    assert prog.ops.index(new) < prog.ops.index(moved)
+    _both_raise(prog, "used before it is defined")
+
+
+def test_a_value_error_and_a_stale_use_names_the_stale_use():
+    prog = _lowered()
+    new = _inserted(prog)
+    _negative_dim(new)
+    clean = next(op for op in prog.ops if not op.dirty and op.results and op.results[0].uses)
+    r = clean.results[0]
+    other = next(op for op in prog.ops if op.num_operands and op.operand(0) is not None and op.operand(0) is not r)
+    r.uses.append((other, 0))
+    _both_raise(prog, "stale use")
+
+
+def test_a_stale_use_ahead_of_a_moved_op_names_the_stale_use():
+    prog = _lowered()
+    clean = next(op for op in prog.ops if not op.dirty and op.results and op.results[0].uses)
+    r = clean.results[0]
+    other = next(op for op in prog.ops if op.num_operands and op.operand(0) is not None and op.operand(0) is not r)
+    r.uses.append((other, 0))
+    moved = _moved_before_definer(prog, after=clean)
+    assert prog.ops.index(clean) < prog.ops.index(moved)
+    _both_raise(prog, "stale use")
+
+
+def test_two_value_errors_name_the_first():
+    prog = _lowered()
+    first = _inserted(prog)
+    ops = prog.ops
+    second = Operation("pd_op.relu", [ops[-2].results[0]], [ops[-2].results[0].type], {})
+    prog.block.insert_after(ops[-2], second)
+    t = second.results[0].type
+    second.results[0].type = DistTensorType((4294967296, 4294967296) + t.shape[2:], t.dtype, t.dist)
+    _negative_dim(first)
+    _both_raise(prog, "dim -2 is negative")
+
+
+def test_a_clean_op_whose_dist_entry_does_not_fit_is_caught():
+    """A clean op's dist entries are checked at the end too (the input's value check has no such check)."""
+    prog = _lowered()
+    clean = next(op for op in prog.ops if not op.dirty and op.dist_attr is not None and op.dist_attr.results
+                 and isinstance(op.dist_attr.results[0], TensorDistAttr) and not op.dist_attr.results[0].is_empty
+                 and isinstance(op.results[0].type, DistTensorType))
+    d = clean.dist_attr
+    r0 = d.results[0]
+    bad = TensorDistAttr(r0.mesh, r0.dims_mapping + (-1,))
+    clean.set_attr("op_dist_attr", distc.ir.dist.OperationDistAttr(d.mesh, d.operands, (bad,) + d.results[1:]))
+    _both_raise(prog, "does not fit rank")

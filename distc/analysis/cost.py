@@ -141,13 +141,18 @@ def human_bytes(n: float) -> str:
 def program_ranks(prog) -> list[int]:
     """Every process id of every mesh in the program (op meshes and value types)."""
     meshes = {}  # by identity: a program shares a few mesh objects among all its ops
+    seen: set[int] = set()  # ids of the op dist attrs and types looked at (shared objects: each once)
     for op in prog.walk():
         d = op.dist_attr
-        if d is not None:
+        if d is not None and id(d) not in seen:
+            seen.add(id(d))
             meshes[id(d.mesh)] = d.mesh
         for r in op.results:
-            if isinstance(r.type, DistTensorType):
-                meshes[id(r.type.dist.mesh)] = r.type.dist.mesh
+            t = r.type
+            if id(t) not in seen:
+                seen.add(id(t))
+                if isinstance(t, DistTensorType):
+                    meshes[id(t.dist.mesh)] = t.dist.mesh
     return sorted({p for m in meshes.values() for p in m.process_ids})
 
 

@@ -121,7 +121,10 @@ def optimizer_operands(prog: Program, updates: list | None = None) -> OptimizerO
     return out
 
 
-def memory_of(ops: OptimizerOperands, rank: int) -> MemoryReport:
+def memory_of(ops: OptimizerOperands | None, rank: int) -> MemoryReport | None:
+    """What ``rank`` holds of the operands ``ops`` (None: none taken, None)."""
+    if ops is None:
+        return None
     rep = MemoryReport(rank)
     sizes: dict[int, int] = {}  # id(type) -> bytes: a program shares a few type objects among its values
     for pname, opname, ents in ops:

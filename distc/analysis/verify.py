@@ -34,8 +34,8 @@ def verify(prog: Program) -> None:
 def verify_changed(prog: Program) -> None:
     """:func:`verify` for the end of a pass pipeline whose input passed :func:`verify_values`
     (the commands' ``load``, :meth:`distc.pipeline.ShardPipeline.check_main`): the same errors,
-    checking in full only the ops the passes created or changed.  ``--verify-each`` and ``distc
-    verify`` keep the full :func:`verify`.
+    the same first one, checking in full only the ops the passes created or changed.
+    ``--verify-each`` and ``distc verify`` keep the full :func:`verify`.
 
     Why that finds every error :func:`verify` finds.  An op is *clean* (``op.dirty`` false) only
     if it is as it was parsed: every change of an op's operands, attributes or result types goes
@@ -54,40 +54,74 @@ def verify_changed(prog: Program) -> None:
       structural walk, which decides as :func:`verify` does;
     * dist entries are checked against their values' types on every op (each (entry, type) pair
       once: cheap; the input never had this check);
-    * the value checks (dims, meshes, optimizer operands) on dirty ops: a clean op's types and
-      attributes are those :func:`verify_values` accepted in the input.
+    * the value checks (dims, meshes, optimizer operands) on dirty ops, after the structure of
+      every op (as :func:`verify` orders them): a clean op's types and attributes are those
+      :func:`verify_values` accepted in the input.
 
-    A program with regions (control flow) gets the full :func:`verify`."""
+    The first error is :func:`verify`'s: where the structural walk finds one, the full walk
+    names the first (it may be another: a stale use ahead of it); the value checks' first is the
+    first dirty op's, clean ops having none.  A program with regions (control flow) gets the full
+    :func:`verify`."""
     block = prog.block
-    seen: set[int] = {id(a) for a in block.args}
+    try:
+        dirty = _structure(block)
+    except DiagnosticError:
+        verify(prog)  # (names the first error as it orders them; it finds every one this finds)
+        raise
+    if dirty is None:  # (regions)
+        verify(prog)
+        return
+    checked: set[int] = set()  # types and meshes already value-checked (by identity)
+    sigs = OPTIMIZER_KEYS
+    for op in dirty:
+        _values_of(op, checked, sigs)
+
+
+def _structure(block: Block) -> list[Operation] | None:
+    """:func:`verify_changed`'s structural walk of ``block``: its dirty ops, in program order
+    (None: the block holds regions).  Every op of a lowered program passes here (mlp256: 10,769
+    ops), so the common case is inline: each dist (entry, type) pair is looked up in ``fits``
+    and only a pair not seen yet goes to :func:`_verify_dist`."""
+    seen: set[Value] = set(block.args)
     add = seen.add
     fits: set = set()
-    checked: set[int] = set()  # types and meshes already value-checked (by identity)
     long_uses: dict = {}
-    sigs = OPTIMIZER_KEYS
+    dirty: list[Operation] = []
     slots = uses = 0
     for a in block.args:
         uses += len(a.uses)
     for op in block.ops:
         if op.regions:
-            return verify(prog)
+            return None
         if op.parent is not block:
             raise _fail(op, "op's parent link does not point at its block")
         operands = op._operands
+        if operands:
+            for v in operands:
+                if v not in seen and v is not None:
+                    raise _fail(op, f"operand {operands.index(v)} is used before it is defined (or is not in scope)")
+            slots += len(operands) - operands.count(None)
         if op.dirty:
-            _check_operands(op, seen, long_uses)
-            _values_of(op, checked, sigs)
-        else:
-            for i, v in enumerate(operands):
-                if v is not None and id(v) not in seen:
-                    raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-        slots += len(operands) - (operands.count(None) if operands else 0)
-        _verify_dist(op, fits)
-        for r in op.results:
-            add(id(r))
+            _check_uses(op, long_uses)
+            dirty.append(op)
+        results = op.results
+        d = op.dist_attr
+        if d is not None:
+            for e, v in zip(d.operands, operands):
+                if v is not None and (id(e), id(v._type)) not in fits:
+                    _verify_dist(op, fits)
+                    break
+            else:
+                for e, v in zip(d.results, results):
+                    if (id(e), id(v._type)) not in fits:
+                        _verify_dist(op, fits)
+                        break
+        for r in results:
+            add(r)
             uses += len(r.uses)
     if uses != slots:  # uses of ops no longer in the program, or a stale one: the full walk decides
         _verify_block(block, set(), set())
+    return dirty
 
 
 def _values_of(op: Operation, seen: set[int], sigs) -> None:
@@ -107,8 +141,11 @@ def _values_of(op: Operation, seen: set[int], sigs) -> None:
         _check_mesh(op, "op_dist_attr", d.mesh, seen)
         for kind, entries in (("operand", d.operands), ("result", d.results)):
             for i, e in enumerate(entries):
+                if id(e) in seen:  # (an entry shared with an op_dist_attr checked before: its meshes too)
+                    continue
+                seen.add(id(e))
                 for t in (e.items if isinstance(e, VecDistAttr) else (e,)):
-                    if isinstance(t, TensorDistAttr):
+                    if isinstance(t, TensorDistAttr) and id(t.mesh) not in seen:
                         _check_mesh(op, f"op_dist_attr {kind}({i})", t.mesh, seen)
     if op.name in sigs:
         sig = optimizer_sig(op)
@@ -187,8 +224,14 @@ def _first_repeat(ids) -> int:
 
 
 def _check_optimizer(op: Operation, sig) -> None:
-    for i, (role, name) in enumerate(sig.operands):
-        if role in REQUIRED and name not in OPTIONAL_STATES and i < len(op._operands) and op._operands[i] is None:
+    operands, roles = op._operands, sig.operands
+    i = -1
+    for _ in range(operands.count(None) if operands else 0):  # (the <<NULL VALUE>> operands, in order)
+        i = operands.index(None, i + 1)
+        if i >= len(roles):
+            return
+        role, name = roles[i]
+        if role in REQUIRED and name not in OPTIONAL_STATES:
             raise _fail(op, f"operand {i} ({name}: {ROLE_NAMES[role]}) is <<NULL VALUE>>: the update "
                             "cannot do without it")
 
@@ -235,16 +278,30 @@ def _check_operands(op: Operation, seen: set[int], long_uses: dict) -> None:
             continue
         if id(v) not in seen:
             raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-        uses = v.uses
-        if len(uses) > _LONG:
-            found = long_uses.get(id(v))
-            if found is None:
-                found = long_uses[id(v)] = {(id(u), k) for u, k in uses}
-            ok = (id(op), i) in found
-        else:
-            ok = _has_use(uses, op, i)
-        if not ok:
+        if not _in_uses(v, op, i, long_uses):
             raise _fail(op, f"operand {i} is missing from its value's use list")
+
+
+def _check_uses(op: Operation, long_uses: dict) -> None:
+    """The use-list half of :func:`_check_operands` (:func:`_structure` checks def-before-use of
+    every op itself)."""
+    for i, v in enumerate(op._operands):
+        if v is None:
+            continue
+        uses = v.uses
+        if (op, i) in uses if len(uses) <= _LONG else _in_uses(v, op, i, long_uses):
+            continue
+        raise _fail(op, f"operand {i} is missing from its value's use list")
+
+
+def _in_uses(v: Value, op: Operation, i: int, long_uses: dict) -> bool:
+    uses = v.uses
+    if len(uses) > _LONG:
+        found = long_uses.get(id(v))
+        if found is None:
+            found = long_uses[id(v)] = {(id(u), k) for u, k in uses}
+        return (id(op), i) in found
+    return _has_use(uses, op, i)
 
 
 def _has_use(uses: list, op: Operation, i: int) -> bool:
@@ -260,18 +317,25 @@ def _has_use(uses: list, op: Operation, i: int) -> bool:
 def _verify_dist(op: Operation, fits: set) -> None:
     """``fits``: (entry, type) pairs already found to fit, by identity (entries and types are
     immutable and shared between ops: each pair is checked once)."""
-    d = op.attr("op_dist_attr")
-    if d is None or not isinstance(d, OperationDistAttr) or op.has_attr("grad_merge_add"):
-        return  # (Paddle's gradient-merge add_ carries its gradient's producer's dist attr)
+    d = op.dist_attr
+    if d is None:
+        return
     # Paddle itself writes fewer entries than operands on some ops (the slice of r->s keeps only
     # operand(0); full on non-root ranks of r->p keeps a stale operand entry), so entry counts are
-    # not checked; the entries that are there must fit their values.
+    # not checked; the entries that are there must fit their values.  Paddle's gradient-merge
+    # add_ carries its gradient's producer's dist attr: not checked (asked only of an op with a
+    # pair not found to fit yet: most ops have none)
+    merge = None
     for kind, entries, values in (("operand", d.operands, op._operands), ("result", d.results, op.results)):
         for i, (e, v) in enumerate(zip(entries, values)):
             if v is None:
                 continue
             key = (id(e), id(v._type))
             if key not in fits:
+                if merge is None:
+                    merge = op.has_attr("grad_merge_add")
+                if merge:
+                    return
                 _check_entry(op, f"{kind}({i})", e, v)
                 fits.add(key)
 

@@ -82,7 +82,10 @@ def _updates(prog: Program, index):
 
 def _fused(prog: Program, index=None) -> ZeroFound | None:
     params = index.named(ops.PARAMETER) if index is not None else (op for op in prog.walk() if op.name == ops.PARAMETER)
-    slices = [op for op in params if str(getattr(op.attr("parameter_name"), "value", "")).startswith("slice@")]
+    # (a clean op's attributes are its source line's: a line without 'slice@' names no such parameter,
+    # and its attribute dict is not read for it)
+    slices = [op for op in params if (op.dirty or op.src is None or "slice@" in op.src)
+              and str(getattr(op.attr("parameter_name"), "value", "")).startswith("slice@")]
     if slices:
         names = [str(op.attr("parameter_name").value) for op in slices]
         more = f" and {len(names) - 2} more" if len(names) > 2 else ""
@@ -115,42 +118,57 @@ def _parameter_behind(v: Value | None, depth: int = 6) -> Value | None:
     return None
 
 
-def _stage3(p: Value, pd: TensorDistAttr, opt: Operation) -> ZeroFound | None:
+def _stage3(p: Value, pd: TensorDistAttr, opt: Operation, extra) -> ZeroFound | None:
     """ZeRO-3: ``p`` is Shard on a mesh dim where an op using it wants it whole (or gathers it:
     a lowered program), and the backward gives its gradient Partial on that dim (a data-parallel
     dim; a tensor-parallel parameter gathered before use, e.g. a vocab-parallel embedding, has
-    no partial gradient there)."""
+    no partial gradient there).  ``extra``: :func:`_extra_shard`, memoized.
+
+    The first user (not an optimizer update, not a backward op) that wants ``p`` whole on a dim
+    where it is Shard is the gathering one; only then are the backward users' gradients read (a
+    user's ``op_role`` is read only where its layout already says it could gather)."""
+    if not any(q.is_shard() for q in pd.placements):
+        return None  # (nothing Shard: nothing to gather)
+    gathers = [u.results[0] for u, _ in p.uses if u.name in _GATHERS and u.results]
+    uses = [use for v in [p] + gathers for use in v.uses]
     gathered: tuple[int, Operation] | None = None
-    partial: set[int] = set()
-    shape = getattr(p.type, "shape", None)
-    gathers = [u.results[0] for u, _ in p.uses if u.name in ("pd_op.all_gather", "pd_op.c_allgather") and u.results]
-    for user, idx in [use for v in [p] + gathers for use in v.uses]:
-        if user is opt or optimizer_sig(user) is not None:
+    for user, idx in uses:
+        if user is opt:
             continue
-        if str(getattr(user.attr("op_role"), "value", "")) == "1":  # backward: the gradient's layout
-            entries = user.dist_attr.results if user.dist_attr is not None else ()
-            for k, r in enumerate(user.results):
-                if getattr(r.type, "shape", None) != shape:
-                    continue
-                for rd in (_dist(r), entries[k] if k < len(entries) else None):
-                    if isinstance(rd, TensorDistAttr):
-                        partial |= {d for d, q in enumerate(rd.placements) if q.is_partial()}
-            continue
-        if gathered is not None:
-            continue
-        if user.name in ("pd_op.all_gather", "pd_op.c_allgather"):
+        if user.name in _GATHERS:
             d = next((d for d, q in enumerate(pd.placements) if q.is_shard()), None)
         else:
             entries = user.dist_attr.operands if user.dist_attr is not None else ()
             want = entries[idx] if idx < len(entries) else None
-            d = _extra_shard(pd, want) if isinstance(want, TensorDistAttr) else None
-        if d is not None:
-            gathered = (d, user)
-    if gathered is None or gathered[0] not in partial:
+            d = extra(pd, want) if isinstance(want, TensorDistAttr) else None
+        if d is None or optimizer_sig(user) is not None or _backward(user):
+            continue
+        gathered = (d, user)
+        break
+    if gathered is None:
         return None
     d, user = gathered
-    return ZeroFound(STAGE3, f"parameter '{_name(p)}' is {pd.placements[d]} on mesh dim {d} and '{user.name}' "
-                             f"(line {user.loc[0] if user.loc else '?'}) gathers it before use", p.owner or opt)
+    shape = getattr(p.type, "shape", None)
+    for u, _ in uses:  # the backward: the gradient's layout
+        if u is opt or not _backward(u) or optimizer_sig(u) is not None:
+            continue
+        entries = u.dist_attr.results if u.dist_attr is not None else ()
+        for k, r in enumerate(u.results):
+            if getattr(r.type, "shape", None) != shape:
+                continue
+            for rd in (_dist(r), entries[k] if k < len(entries) else None):
+                if isinstance(rd, TensorDistAttr) and d < len(rd.placements) and rd.placements[d].is_partial():
+                    return ZeroFound(STAGE3, f"parameter '{_name(p)}' is {pd.placements[d]} on mesh dim {d} and "
+                                             f"'{user.name}' (line {user.loc[0] if user.loc else '?'}) gathers it "
+                                             f"before use", p.owner or opt)
+    return None
+
+
+_GATHERS = ("pd_op.all_gather", "pd_op.c_allgather")
+
+
+def _backward(op: Operation) -> bool:
+    return str(getattr(op.attr("op_role"), "value", "")) == "1"
 
 
 def _param_dim(op: Operation, sig) -> tuple[Value | None, int]:
@@ -194,12 +212,21 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
     if found is not None:
         return found
     stage1: ZeroFound | None = None
+    memo: dict = {}  # (id(a), id(b)) -> (a, b, _extra_shard(a, b)): layouts are shared, immutable objects
+    states: dict = {}  # id(signature) -> (it, the indices of its state and master-weight operands)
+
+    def extra(a: TensorDistAttr | None, b: TensorDistAttr | None) -> int | None:
+        hit = memo.get((id(a), id(b)))
+        if hit is None:
+            hit = memo[(id(a), id(b))] = (a, b, _extra_shard(a, b))
+        return hit[2]
+
     for op, sig in _updates(prog, index):
         p, pi = _param_dim(op, sig)
         pd = _dist(p)
         if p is None or pd is None:
             continue
-        z3 = _stage3(p, pd, op)
+        z3 = _stage3(p, pd, op, extra)
         if z3 is not None:
             return z3
         if stage1 is not None:
@@ -209,11 +236,14 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
             stage1 = ZeroFound(LOWERED, f"'{op.name}' updates a '{p.owner.name}' of parameter '{_name(root)}', "
                                         f"not the parameter itself", op)
             continue
-        for i, (role, _) in enumerate(sig.operands):
-            if role not in (STATE, MASTER) or i >= op.num_operands:
+        held = states.get(id(sig))
+        if held is None:
+            held = states[id(sig)] = (sig, [i for i, (role, _) in enumerate(sig.operands) if role in (STATE, MASTER)])
+        for i in held[1]:
+            if i >= op.num_operands:
                 continue
             s = op.operand(i)
-            d = _extra_shard(_dist(s), pd)
+            d = extra(_dist(s), pd)
             if d is not None:
                 sd = _dist(s)
                 assert sd is not None
@@ -222,7 +252,7 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
                 break
         if stage1 is None and op.dist_attr is not None and pi < len(op.dist_attr.operands):
             want = op.dist_attr.operands[pi]
-            d = _extra_shard(want, pd) if isinstance(want, TensorDistAttr) else None
+            d = extra(want, pd) if isinstance(want, TensorDistAttr) else None
             if d is not None:
                 stage1 = ZeroFound(STAGE1, f"'{op.name}' updates parameter '{_name(p)}' as {want.placements[d]} "
                                            f"on mesh dim {d} where the parameter is {pd.placements[d]}", op)

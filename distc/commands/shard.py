@@ -153,7 +153,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                             paddle_merge=paddle)
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
-                             diagnostics=diags, values_checked=True)  # (load_kept checked MAIN's values)
+                             diagnostics=diags, values_checked=True,  # (load_kept checked MAIN's values)
+                             memory=as_json or not quiet)  # (the summary's memory table: not under -q)
         prog = pipe.program
         pipe.warn_unknown_ops()
         known = pipe.ranks()

@@ -117,9 +117,9 @@ class Prepared:
 
     program: Program  # after the shared passes
     ctx: PassContext  # theirs
-    before: OptimizerOperands  # what the optimizer updates touch, before sharding
-    after: OptimizerOperands  # and after
-    layouts: MainLayouts  # what the startup programs need of the main program
+    before: OptimizerOperands | None  # what the optimizer updates touch, before sharding (None: memory not asked)
+    after: OptimizerOperands | None  # and after
+    layouts: MainLayouts | None  # what the startup programs need of the main program (None: no startup program)
     ran: list[str] = field(default_factory=list)  # the shared passes' specs
     notes: list[str] = field(default_factory=list)  # their decisions
     stages: list[tuple[int, ...]] | None = None  # with a schedule: the ranks of each pipeline stage's mesh
@@ -130,12 +130,15 @@ class ShardPipeline:
 
     ``startup``: the startup program of every rank, or rank -> its own (a pipeline stage's);
     ``sources``: file name -> text, for errors located in the inputs; ``diagnostics`` collects
-    the warnings (its sink prints them as they come)."""
+    the warnings (its sink prints them as they come); ``memory``: results carry the memory before
+    and after sharding (the summary's; ``shard -q`` skips it: None).  ``startup`` is given before
+    :meth:`prepare` (which takes what it needs of the main program between the passes)."""
 
     def __init__(self, program: Program, options: ShardOptions | None = None, *,
                  startup: Program | Mapping[int, Program] | None = None, sources: Mapping[str, str] | None = None,
-                 diagnostics: Diagnostics | None = None, values_checked: bool = False) -> None:
+                 diagnostics: Diagnostics | None = None, values_checked: bool = False, memory: bool = True) -> None:
         self.program = program
+        self.memory = memory
         # MAIN passed analysis.verify.verify_values (the command's load did it; else check_main
         # does): the final verify then checks only what the passes created or changed
         self.values_checked = values_checked
@@ -319,7 +322,7 @@ class ShardPipeline:
         # of those, and moves none)
         idx, self._index = (self._index if self._index is not None and self._index.fresh(prog) else None), None
         updates = idx.updates() if idx is not None else None
-        before = optimizer_operands(prog, updates)
+        before = optimizer_operands(prog, updates) if self.memory else None
         ran: list[str] = []
         passes = self.shared_passes()
         opt = [p for p in passes if isinstance(p, ShardOptimizerPass)]
@@ -329,10 +332,10 @@ class ShardPipeline:
         finally:
             ctx.op_index = None
         ran += [p.spec() for p in opt]
-        after = optimizer_operands(prog, updates)
+        after = optimizer_operands(prog, updates) if self.memory else None
         top = prog.block
-        layouts = MainLayouts.of(prog, None if idx is None else
-                                 lambda name: [op for op in idx.named(name) if op.parent is top])
+        layouts = None if self.startup is None else MainLayouts.of(
+            prog, None if idx is None else lambda name: [op for op in idx.named(name) if op.parent is top])
         rest = [p for p in passes if not isinstance(p, ShardOptimizerPass)]
         if o.scheduled:  # (before the partition: which gradients the input reshards in the backward)
             from ..dialects.grads import resharded_in_backward
@@ -362,7 +365,7 @@ class ShardPipeline:
         self.lower_startup(res, ctx, layouts)
         return res
 
-    def lower_main(self, rank: int, *, copy: bool = True, replayer=None) -> tuple[RankResult, PassContext, MainLayouts]:
+    def lower_main(self, rank: int, *, copy: bool = True, replayer=None) -> tuple[RankResult, PassContext, MainLayouts | None]:
         """:meth:`lower` but the startup program (:meth:`lower_startup` takes the rest); ``replayer``: reshard's."""
         sh = self.prepare()
         if not copy:
@@ -409,10 +412,12 @@ class ShardPipeline:
                 res.rings = {ring: group for group, ring in ctx.rings.groups.items()}
         return res, ctx, layouts
 
-    def lower_startup(self, res: RankResult, ctx: PassContext, layouts: MainLayouts) -> None:
+    def lower_startup(self, res: RankResult, ctx: PassContext, layouts: MainLayouts | None) -> None:
         """The rank's startup program (``res.startup``, in place) after its main program's passes (``ctx``)."""
         sprog, rank = res.startup, res.rank
         if sprog is not None:
+            if layouts is None:
+                raise RuntimeError("the startup program was given after prepare(): give it before")
             try:
                 PassManager(self.startup_passes(rank, layouts), verify_each=False).run(sprog, ctx)
             except DiagnosticError as e:
