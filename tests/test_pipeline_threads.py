@@ -89,7 +89,8 @@ def _state(prog: distc.Program) -> list:
     for op in prog.walk():
         for v in op.results:
             ids[id(v)] = len(ids)
-        out.append((op.name, id(op._attrs), tuple(op._attrs.items()), op.dirty, op.src, op.loc,
+        attrs = op.attrs  # (an op's dict is read on first use: reading it is no change)
+        out.append((op.name, id(attrs), tuple(attrs.items()), op.dirty, op.src, op.loc,
                     tuple((v.name, id(v.type), len(v.uses)) for v in op.results),
                     tuple(ids.get(id(v)) if v is not None else None for v in op.operands)))
     return out
