@@ -163,14 +163,18 @@ class PaddleAPI:
                with_stop_gradient: bool = True) -> Operation:
         """One op at the insertion point: ``attrs`` + ``op_dist_attr`` + the guard's ``op_role`` +
         ``stop_gradient`` (true iff true for every input)."""
-        a = dict(attrs or {})
+        a = dict(attrs) if attrs else {}
         if dist is not None:
             a["op_dist_attr"] = dist
         if self.op_role is not None:
             a["op_role"] = self.op_role
         if with_stop_gradient:
-            sg = all(stop_gradient(v) for v in operands)
-            a["stop_gradient"] = self.maker.bools([sg] * len(result_types))
+            sg = all(stop_gradient(v) for v in operands) if len(operands) != 1 else stop_gradient(operands[0])
+            k = ("sg", sg, len(result_types))
+            b = self._cache.get(k)
+            if b is None:
+                b = self._cache[k] = self.maker.bools([sg] * len(result_types))
+            a["stop_gradient"] = b
         op = Operation(name, list(operands), list(result_types), a)
         if self.loc is not None:
             op.loc = self.loc

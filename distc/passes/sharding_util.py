@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..ir import attrs as A
 from ..ir.core import BlockArgument, Operation, OpResult, Value
 from ..ir.dist import TensorDistAttr
@@ -85,10 +87,14 @@ def layout_key(op: Operation, *head: object) -> tuple[tuple, tuple]:
     every op of one kind (``DistTensorType.with_dist`` gives one object per layout), so most ops
     of a program fall into a few keys.  Returns (key, the objects keyed): the memo's entry must
     hold the second, so that no keyed object dies and lends its id to another."""
-    types = [None if v is None else v._type for v in op._operands]
+    ov = op._operands
+    types = list(map(_TYPE, ov)) if None not in ov else [None if v is None else v._type for v in ov]
     n = len(types)
-    types += [r._type for r in op.results]
+    types += map(_TYPE, op.results)
     return (*map(id, head), n, *map(id, types)), (head, types)
+
+
+_TYPE = attrgetter("_type")
 
 
 def op_role_attr(op: Operation):

@@ -182,12 +182,13 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
 
 def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=(),
                 disable=(), lower_one=lower_reshard) -> None:
-    for op in list(block.ops):
+    rank, rings = result.rank, result.rings
+    for op in [o for o in block.ops if o.regions or o.name == RESHARD]:
         for region in op.regions:
             for b in region.blocks:
                 lower_block(prog, b, result, paddle_only, enable, disable, lower_one)
         if op.name == RESHARD and op.parent is block:
-            lower_one(prog, op, result.rank, rings=result.rings, result=result, paddle_only=paddle_only,
+            lower_one(prog, op, rank, rings=rings, result=result, paddle_only=paddle_only,
                       enable=enable, disable=disable)
 
 
