@@ -17,6 +17,7 @@ optimizer ops with a master-weight operand).  On Paddle's CPU wheel none of thes
 
 from __future__ import annotations
 
+from ..analysis.op_index import OpIndex
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
 from ..ir.core import Operation, Program, Value
@@ -31,18 +32,18 @@ PER_TENSOR_CLIPS = (ops.CLIP_BY_NORM, ops.CLIP)  # ClipGradByNorm, ClipGradByVal
 
 def detect_amp(prog: Program, index=None) -> list[str]:
     """Reasons the program looks built under AMP (empty: no sign of it).  ``index``: the
-    program's :class:`~distc.analysis.op_index.OpIndex`, if one is at hand (and fresh)."""
+    program's :class:`~distc.analysis.op_index.OpIndex`, if one is at hand (and fresh; else one is built)."""
     why: list[str] = []
-    names = index.names if index is not None else {op.name for op in prog.walk()}
+    if index is None:
+        index = OpIndex(prog)
     for n in (ops.CHECK_FINITE_AND_UNSCALE_, ops.UPDATE_LOSS_SCALING_):
-        if n in names:
+        if n in index.names:
             why.append(f"'{n}' (dynamic loss scaling)")
-    for op in (index.named(ops.CAST) if index is not None else prog.walk()):
-        if op.name == ops.CAST:
-            dt = op.attr("dtype")
-            if dt is not None and any(str(dt).endswith(p) for p in LOW_PRECISION):
-                why.append(f"low-precision casts (pd_op.cast to {dt})")
-                break
+    for op in index.named(ops.CAST):
+        dt = op.attr("dtype")
+        if dt is not None and any(str(dt).endswith(p) for p in LOW_PRECISION):
+            why.append(f"low-precision casts (pd_op.cast to {dt})")
+            break
     for op in prog.walk():
         mp = op.attr("multi_precision")
         if mp is not None and str(mp) == "true":
