@@ -166,3 +166,31 @@ def test_byte_figures_that_differ_are_not_hidden_by_rounding():
     assert spread({0: 5, 1: 5}) == "5 B on every rank"
     b = exact_where_rounding_hides([9600, 9610, 2048])
     assert (b(9600), b(9610), b(2048)) == ("9.4 KiB (9600 B)", "9.4 KiB (9610 B)", "2.0 KiB")
+
+
+def test_workers_of_a_quiet_run_send_no_collective_records(tmp_path, monkeypatch):
+    """``-q`` shows nothing of the workers' results: they come back without their (and their
+    derived ranks') collective records; every output is still written, as with a summary."""
+    import pickle
+
+    import distc.commands.shard_ranks as sr
+
+    real = sr._sent
+
+    def spy(res, records):  # (in the worker: what it sends, kept in a file)
+        out = real(res, records)
+        (tmp_path / f"sent.{os.getpid()}.pkl").write_bytes(pickle.dumps(out))
+        return out
+
+    monkeypatch.setattr(sr, "_sent", spy)
+    main_ir, _, n = inputs("dp2mp2")
+    for quiet in (True, False):
+        for f in tmp_path.glob("sent.*.pkl"):
+            f.unlink()
+        run(main_ir, "--all-ranks", "-o", tmp_path / f"{quiet}.r{{rank}}.ir", *(["-q"] if quiet else []))
+        got = [pickle.loads(f.read_bytes()) for f in tmp_path.glob("sent.*.pkl")]
+        ranks = [x for g in got for x in (g, *(g.derived or {}).values())]
+        assert sorted(x.rank for x in ranks) == list(range(n))
+        assert all((x.collectives is None) == quiet for x in ranks)
+    for r in range(n):
+        assert (tmp_path / f"True.r{r}.ir").read_bytes() == (tmp_path / f"False.r{r}.ir").read_bytes()

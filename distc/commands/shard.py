@@ -190,7 +190,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
             status: list[int] = []
             check = (lambda built: status.append(_prove(pipe, serial, output, main_file, proof, built))) \
                 if after else None  # type: ignore[arg-type]
-            result = run_ranks(pipe, ranks, jobs, out, targets, before_commit=check)
+            result = run_ranks(pipe, ranks, jobs, out, targets, before_commit=check,
+                               records=explain or as_json or not quiet)  # (-q: the records shown nowhere)
             unproven = status[0] if status else unproven
             if explain or as_json or not quiet:  # (the summary's module only for a summary)
                 from . import shard_report as report
