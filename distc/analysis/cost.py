@@ -156,6 +156,25 @@ def program_ranks(prog) -> list[int]:
     return sorted({p for m in meshes.values() for p in m.process_ids})
 
 
+def has_rank(prog, rank: int) -> bool:
+    """Whether ``rank`` is in :func:`program_ranks` (each mesh looked at once, up to the first
+    holding it: a one-rank run's check of its ``--rank`` sees a few ops)."""
+    seen: set[int] = set()  # ids of the meshes looked at
+    for op in prog.walk():
+        d = op.dist_attr
+        if d is not None and id(d.mesh) not in seen:
+            if rank in d.mesh.process_ids:
+                return True
+            seen.add(id(d.mesh))
+        for r in op.results:
+            t = r.type
+            if isinstance(t, DistTensorType) and id(t.dist.mesh) not in seen:
+                if rank in t.dist.mesh.process_ids:
+                    return True
+                seen.add(id(t.dist.mesh))
+    return False
+
+
 def require_rank(prog, rank: int, *, known: list[int] | None = None, prefix: str = "", hint: str = "",
                  filename: str | None = None) -> list[int]:
     """``rank`` is a process of one of the program's meshes (every command's ``--rank``, a pass's

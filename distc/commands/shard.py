@@ -12,7 +12,6 @@ import os
 from collections.abc import Mapping
 
 from .. import cmdline
-from ..analysis.cost import require_rank
 from ..driver import check_pattern, collector_off, load_kept, program_option, reporting
 from ..ir.core import Program
 from ..outputs import Outputs
@@ -157,9 +156,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                              memory=as_json or not quiet)  # (the summary's memory table: not under -q)
         prog = pipe.program
         pipe.warn_unknown_ops()
-        known = pipe.ranks()
         if many:
-            ranks = select_ranks(known, wanted, prog.filename)
+            ranks = select_ranks(pipe.ranks(), wanted, prog.filename)
             # every output planned (checked, and against every input) before any work
             targets = {r: sched.add_targets(out, RankTargets(
                 out.add("-o", output.replace("{rank}", str(r))),
@@ -167,7 +165,7 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                 r, pipe, job_out, job_list) for r in ranks}
         else:
             rank = 0 if rank is None else rank
-            require_rank(prog, rank, known=known)
+            pipe.require_rank(rank)
             ranks = [rank]
             sched.add_targets(out, one, rank, pipe, job_out, job_list)
         for r in ranks:

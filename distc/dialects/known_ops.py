@@ -77,8 +77,11 @@ def suggestion(name: str) -> str | None:
     return close[0] if close else None
 
 
-def unknown_ops(prog: Program) -> dict[str, list[Operation]]:
-    """The ops of ``prog`` with a name Paddle does not know, by name, in program order."""
+def unknown_ops(prog: Program, by_name: dict[str, list[Operation]] | None = None) -> dict[str, list[Operation]]:
+    """The ops of ``prog`` with a name Paddle does not know, by name, in program order (``by_name``:
+    every op of ``prog`` by name, in that order: an index's)."""
+    if by_name is not None:
+        return {name: ops for name, ops in by_name.items() if not is_known(name)}
     out: dict[str, list[Operation]] = {}
     seen: dict[str, bool] = {}  # a program has few distinct names
     for op in prog.walk():
@@ -98,11 +101,12 @@ def unknown_message(name: str) -> str:
     return what + (f" (did you mean '{hint}'?)" if hint else "")
 
 
-def unknown_op_warnings(prog: Program, note: str | None = "distc passes it through unchanged"
-                        ) -> list[DiagnosticError | str]:
+def unknown_op_warnings(prog: Program, note: str | None = "distc passes it through unchanged",
+                        by_name: dict[str, list[Operation]] | None = None) -> list[DiagnosticError | str]:
     """``file:line:col: warning:`` (the line, a caret under the name) for each op name of ``prog``
-    Paddle 3.3.1 does not have, once a name; past ten names one line counts the rest."""
-    bad = unknown_ops(prog)
+    Paddle 3.3.1 does not have, once a name; past ten names one line counts the rest (``by_name``:
+    as :func:`unknown_ops` takes it)."""
+    bad = unknown_ops(prog, by_name)
     out: list[DiagnosticError | str] = []
     for k, (name, uses) in enumerate(bad.items()):
         if k == 10:  # a program of some other op set: name a few, count the rest

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from ..analysis.cost import program_ranks, require_rank
+from ..analysis.cost import has_rank, program_ranks, require_rank
 from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands
 from ..analysis.op_index import OpIndex
 from ..analysis.verify import verify, verify_changed, verify_values
@@ -131,18 +131,16 @@ class ShardPipeline:
     ``startup``: the startup program of every rank, or rank -> its own (a pipeline stage's);
     ``sources``: file name -> text, for errors located in the inputs; ``diagnostics`` collects
     the warnings (its sink prints them as they come); ``memory``: results carry the memory before
-    and after sharding (the summary's; ``shard -q`` skips it: None).  ``startup`` is given before
-    :meth:`prepare` (which takes what it needs of the main program between the passes)."""
+    and after sharding (``shard -q``: None).  ``startup`` is given before :meth:`prepare`."""
 
     def __init__(self, program: Program, options: ShardOptions | None = None, *,
                  startup: Program | Mapping[int, Program] | None = None, sources: Mapping[str, str] | None = None,
                  diagnostics: Diagnostics | None = None, values_checked: bool = False, memory: bool = True) -> None:
         self.program = program
         self.memory = memory
-        # MAIN passed analysis.verify.verify_values (the command's load did it; else check_main
-        # does): the final verify then checks only what the passes created or changed
+        # MAIN passed verify_values (the command's load; else check_main): the final verify is verify_changed
         self.values_checked = values_checked
-        self._index: OpIndex | None = None  # MAIN's ops by name, from check_main, until the first pass
+        self._index: OpIndex | None = None  # MAIN's ops by name (warn_unknown_ops, check_main) until the first pass
         self.options = options or ShardOptions()
         self.ctx = PassContext(diagnostics=diagnostics if diagnostics is not None else Diagnostics(),
                                sources=dict(sources or {}))
@@ -164,14 +162,18 @@ class ShardPipeline:
         """Every rank of the program's meshes."""
         return program_ranks(self.program)
 
+    def require_rank(self, rank: int) -> None:  # (else a diagnostic naming the program's ranks)
+        if not has_rank(self.program, rank):
+            require_rank(self.program, rank)
+
     def warn_unknown_ops(self) -> None:
         """A warning for each op name of the main program Paddle 3.3.1 does not have."""
-        for w in unknown_op_warnings(self.program):
+        self._index = OpIndex(self.program)  # (check_main's too, while MAIN is as indexed)
+        for w in unknown_op_warnings(self.program, by_name=self._index.by_name):
             self.ctx.warn(w)
 
     def check_inputs(self, ranks: Iterable[int]) -> None:
-        """Wrong input is an error or a warning, never a silent success: :meth:`check_main`,
-        :meth:`check_startups` (:mod:`distc.pipeline.inputs`)."""
+        """Wrong input is an error or a warning, never silent: :meth:`check_main`, :meth:`check_startups`."""
         self.check_main()
         self.check_startups(ranks)
 
@@ -185,7 +187,8 @@ class ShardPipeline:
             except DiagnosticError as e:
                 raise self.ctx.located(e, prog.filename) from None
             self.values_checked = True
-        self._index = OpIndex(prog)
+        if self._index is None or not self._index.fresh(prog):
+            self._index = OpIndex(prog)
         check_main(prog, prog.filename or "<input>", o.stage, self.ctx.warn, asked="--tensor-fusion"
                    if o.tensor_fusion else None, axis=o.axis, mesh_dims=o.mesh_dims, index=self._index)
 
@@ -317,9 +320,7 @@ class ShardPipeline:
         if self.prepared is not None:
             return self.prepared
         prog, ctx, o = self.program, self.ctx, self.options
-        # MAIN's index from check_main, if MAIN is still as it was: the optimizer updates, the
-        # data and parameter ops, without walking the program for each (shard-optimizer adds none
-        # of those, and moves none)
+        # MAIN's index (check_main's) while MAIN is as it was: the updates, data and parameter ops
         idx, self._index = (self._index if self._index is not None and self._index.fresh(prog) else None), None
         updates = idx.updates() if idx is not None else None
         before = optimizer_operands(prog, updates) if self.memory else None
@@ -460,14 +461,13 @@ def _pipeline(program: Program, rank_list: list[int] | None, options: ShardOptio
             startup = {r: p.clone() for r, p in startup.items()}
     pipe = ShardPipeline(program, options, startup=startup, diagnostics=diagnostics)
     pipe.warn_unknown_ops()
-    known = pipe.ranks()
     if rank_list is None:
-        if not known:
+        rank_list = pipe.ranks()
+        if not rank_list:
             raise DiagnosticError("the program has no process mesh: there are no ranks to lower for",
                                   filename=program.filename)
-        rank_list = known
     for r in rank_list:
-        require_rank(program, r, known=known)
+        pipe.require_rank(r)
     pipe.check_inputs(rank_list)
     return pipe, rank_list
 
