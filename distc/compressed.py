@@ -1,10 +1,24 @@
-"""Reading a program stored compressed (gzip, xz): the text it holds, a chunk at a time, for
+"""Programs stored compressed (gzip, xz).  Reading: the text such a file holds, a chunk at a time, for
 :func:`distc.driver.read_text`, which knows such a file by its first bytes and imports this module
-only then.  Corrupt or cut data is an error on the file (exit 1), never a traceback."""
+only then; corrupt or cut data is an error on the file (exit 1), never a traceback.  Writing: an
+output named ``*.gz`` or ``*.xz`` is written compressed (:func:`packed`), the same bytes on every run
+(gzip's header carries no time), so CI can compare them."""
 
 from __future__ import annotations
 
 from .syntax.diagnostics import DiagnosticError
+
+
+def packed(path: str, text: str) -> bytes:
+    """``text`` as the file ``path`` holds it: gzip for ``*.gz``, xz for ``*.xz`` (any case)."""
+    data = text.encode("utf-8")
+    if path.lower().endswith(".gz"):
+        import gzip
+
+        return gzip.compress(data, mtime=0)
+    import lzma
+
+    return lzma.compress(data)
 
 
 def reader(f, kind: str, name: str) -> Reader:

@@ -256,6 +256,8 @@ class Outputs:
         if t.stream:
             t.text = text
             return
+        if t.path.lower().endswith((".gz", ".xz")):  # written compressed (imported only then)
+            text = __import__("distc.compressed", fromlist=["packed"]).packed(t.path, text)
         try:
             fd = os.open(t.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=t.dirfd)
@@ -272,7 +274,7 @@ class Outputs:
             os.close(fd)
 
     def _write_fd(self, fd: int, text: str, fault: "_Fault | None" = None) -> None:
-        """All of ``text``, encoded a chunk at a time (a fault: after half of it)."""
+        """All of ``text`` (str: encoded a chunk at a time; bytes: as is), a fault after half of it."""
         half = len(text) // 2 if fault is not None else len(text)
         _write_range(fd, text, 0, half)
         if fault is not None:
@@ -471,7 +473,8 @@ def _parse_faults(text: str) -> list[_Fault]:
 
 def _write_range(fd: int, text: str, start: int, end: int) -> None:
     for pos in range(start, end, CHUNK):
-        view = memoryview(text[pos:min(pos + CHUNK, end)].encode("utf-8"))
+        part = text[pos:min(pos + CHUNK, end)]
+        view = memoryview(part if isinstance(part, bytes) else part.encode("utf-8"))
         while view:
             view = view[os.write(fd, view):]
 

@@ -285,3 +285,27 @@ def test_compressed_inputs(tmp_path):
     stdin = subprocess.run([sys.executable, "-m", "distc", "fmt", "-"], input=lzma.compress(text), capture_output=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert stdin.returncode == 0 and stdin.stdout == text, stdin.stderr
+
+
+def test_compressed_outputs(tmp_path):
+    """An output named ``*.gz`` / ``*.xz`` (any case) is written compressed, the same bytes on every
+    run (gzip without a time), every rank of --all-ranks too; it reads back as the text output; other
+    names stay text.  (It was the text under a .gz name.)"""
+    import gzip
+    import lzma
+
+    runs = distc(tmp_path, ["shard", "main.ir", "--rank", "0", "-q", "-o", "r0.ir"],
+                 ["shard", "main.ir", "--rank", "0", "-q", "-o", "r0.ir.gz"],
+                 ["shard", "main.ir", "--rank", "0", "-q", "-o", "again.ir.GZ"],
+                 ["shard", "main.ir", "--all-ranks", "-q", "-o", "all.r{rank}.ir.xz"],
+                 ["shard", "main.ir", "--all-ranks", "-q", "-o", "all.r{rank}.ir"],
+                 ["fmt", "r0.ir.gz"])
+    assert all(r[0] == 0 for r in runs), runs
+    text = (tmp_path / "r0.ir").read_bytes()
+    packed = (tmp_path / "r0.ir.gz").read_bytes()
+    assert packed[:2] == b"\x1f\x8b" and gzip.decompress(packed) == text
+    assert (tmp_path / "again.ir.GZ").read_bytes() == packed  # no time in the header: same bytes
+    for rank in range(4):
+        xz = (tmp_path / f"all.r{rank}.ir.xz").read_bytes()
+        assert xz[:6] == b"\xfd7zXZ\x00" and lzma.decompress(xz) == (tmp_path / f"all.r{rank}.ir").read_bytes()
+    assert runs[5][1].encode() == text
