@@ -93,12 +93,19 @@ def test_a_clean_op_moved_before_its_definer_is_caught():
     _both_raise(prog, "used before it is defined")
 
 
-def test_a_stale_use_on_a_clean_value_is_caught():
-    prog = _lowered()
+def _stale_use(prog: distc.Program) -> Operation:
+    """The first clean op with a used result, given a stale use of it (an entry whose op does not
+    read it there)."""
     clean = next(op for op in prog.ops if not op.dirty and op.results and op.results[0].uses)
     r = clean.results[0]
     other = next(op for op in prog.ops if op.num_operands and op.operand(0) is not None and op.operand(0) is not r)
-    r.uses.append((other, 0))  # an entry whose op does not read r there
+    r.uses.append((other, 0))
+    return clean
+
+
+def test_a_stale_use_on_a_clean_value_is_caught():
+    prog = _lowered()
+    _stale_use(prog)
     _both_raise(prog, "stale use")
 
 
@@ -134,35 +141,24 @@ def _moved_before_definer(prog: distc.Program, after: Operation | None = None) -
     return clean
 
 
-def test_a_value_error_before_a_structural_one_names_the_structural_one():
+def _broken(prog: distc.Program, how: str, after: Operation | None = None) -> Operation:
+    """Break ``prog`` one way: an inserted op with a negative dim, a stale use of a clean op's
+    result, a clean op (after ``after``) moved before its definer; the op concerned."""
+    if how == "value":
+        new = _inserted(prog)  # early: right after the first all_gather
+        _negative_dim(new)
+        return new
+    return _stale_use(prog) if how == "stale" else _moved_before_definer(prog, after=after)
+
+
+@pytest.mark.parametrize("first,then,named", [("value", "moved", "used before it is defined"),
+                                              ("value", "stale", "stale use"), ("stale", "moved", "stale use")])
+def test_with_two_errors_the_full_verifys_first_is_named(first, then, named):
     prog = _lowered()
-    new = _inserted(prog)  # early: right after the first all_gather
-    _negative_dim(new)
-    moved = _moved_before_definer(prog, after=new)
-    assert prog.ops.index(new) < prog.ops.index(moved)
-    _both_raise(prog, "used before it is defined")
-
-
-def test_a_value_error_and_a_stale_use_names_the_stale_use():
-    prog = _lowered()
-    new = _inserted(prog)
-    _negative_dim(new)
-    clean = next(op for op in prog.ops if not op.dirty and op.results and op.results[0].uses)
-    r = clean.results[0]
-    other = next(op for op in prog.ops if op.num_operands and op.operand(0) is not None and op.operand(0) is not r)
-    r.uses.append((other, 0))
-    _both_raise(prog, "stale use")
-
-
-def test_a_stale_use_ahead_of_a_moved_op_names_the_stale_use():
-    prog = _lowered()
-    clean = next(op for op in prog.ops if not op.dirty and op.results and op.results[0].uses)
-    r = clean.results[0]
-    other = next(op for op in prog.ops if op.num_operands and op.operand(0) is not None and op.operand(0) is not r)
-    r.uses.append((other, 0))
-    moved = _moved_before_definer(prog, after=clean)
-    assert prog.ops.index(clean) < prog.ops.index(moved)
-    _both_raise(prog, "stale use")
+    a = _broken(prog, first)
+    b = _broken(prog, then, after=a)
+    assert then != "moved" or prog.ops.index(a) < prog.ops.index(b)
+    _both_raise(prog, named)
 
 
 def test_two_value_errors_name_the_first():
