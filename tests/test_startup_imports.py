@@ -62,9 +62,11 @@ NOT_NEEDED = {
 # distc's own modules a `distc shard MAIN --rank 0` run imports (81 at 3adbf14: the command, the
 # pipeline, its four passes, the 19 modules of reshard lowering, the IR, parser and printer; 82 with
 # analysis.op_index, the input checks' index of ops by name: 0.36 ms of -X importtime, its compiled
-# bytecode; it saves walks of the whole program worth ~20 ms of CPU on mlp256; 81 since
-# pipeline.reshard, the library's one-rank reshard call, is imported when used)
-DISTC_MODULES = 81
+# bytecode; it saves walks of the whole program worth ~20 ms of CPU on mlp256; 82 again since
+# pipeline.reshard is imported first by the pipeline package (0.35 ms of -X importtime): imported when
+# used, 8 library threads making their first imports at once deadlocked in Python 3.11's package-init
+# locks (tests/test_pipeline_threads.py failed 2/2 at d0a682c, passes 6/6 with it))
+DISTC_MODULES = 82
 # the distributions other than distc and the standard library it imports (click is a test dependency only)
 OTHERS: set[str] = set()
 

@@ -5,18 +5,10 @@ each rank's from that state), :class:`ShardOptions` what to do, :class:`RankResu
 
 from __future__ import annotations
 
+from .reshard import reshard  # first: it loads the passes before the rest (see tests/test_pipeline_threads.py)
 from .results import RankResult, ShardResult
 from .shard import Prepared, ShardOptions, ShardPipeline, shard, shard_ranks
 
 __all__ = ["Prepared", "RankResult", "ShardOptions", "ShardPipeline", "ShardResult", "reshard", "shard",
            "shard_ranks"]
 
-
-def __getattr__(name: str):
-    """:func:`reshard` (its module) imported when first asked for: ``distc shard`` does not run it."""
-    if name == "reshard":
-        from .reshard import reshard
-
-        globals()["reshard"] = reshard  # (over the submodule, which importing it sets here)
-        return reshard
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
