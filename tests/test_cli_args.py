@@ -309,3 +309,12 @@ def test_compressed_outputs(tmp_path):
         xz = (tmp_path / f"all.r{rank}.ir.xz").read_bytes()
         assert xz[:6] == b"\xfd7zXZ\x00" and lzma.decompress(xz) == (tmp_path / f"all.r{rank}.ir").read_bytes()
     assert runs[5][1].encode() == text
+
+
+def test_a_value_joined_to_its_short_option_is_that_value(tmp_path):
+    """review: ``-o-q.ir`` (the value in the option's word, as ``--output=-q.ir``) was refused as 'the
+    option -q.ir' since options are not taken as values; 54341e4 wrote '-q.ir', as click does."""
+    runs = distc(tmp_path, ["shard", "main.ir", "-q", "-o-q.ir"], ["shard", "main.ir", "-q", "-o--json"],
+                 ["shard", "main.ir", "-q"], ["shard", "main.ir", "-q", "-o", "-q.ir"])
+    assert [r[0] for r in runs] == [0, 0, 0, 2], runs
+    assert (tmp_path / "-q.ir").read_text() == (tmp_path / "--json").read_text() == runs[2][1]

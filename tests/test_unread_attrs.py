@@ -160,3 +160,22 @@ def test_collector_off_leaves_the_new_objects_old_and_collectable():
     finally:
         if not was:
             gc.disable()
+
+
+def test_an_edit_of_a_key_only_a_value_holds_is_a_new_item():
+    """review: ``dims_mappings`` set on an unread op replaced the one inside its op_dist_attr (``item_span``
+    found ``,dims_mappings:`` in a nested dict): the line printed the layout changed and no such item."""
+    body = ('name:"x{[(",op_dist_attr:{mesh:{shape:[2],process_ids:[0,1]},result(0):{mesh_shape:[2],'
+            'process_ids:[0,1],dims_mappings:[-1], placements:[Replicate()]},chunk_id:-1},op_role:0')
+    for key in ("dims_mappings", "process_ids", "mesh_shape", "chunk_id", "placements"):
+        assert item_span(body, key) == (-1, -1)
+    more = body + ",chunk_id:3"
+    assert more[slice(*item_span(more, "chunk_id"))] == "chunk_id:3"
+    assert item_span('a:"{",b:1', "b") == (6, 9)
+    want = next(o for o in distc.parse(MLP.read_text()).walk() if o.name == "pd_op.data" and o._attrs is None).attrs
+    prog = distc.parse(MLP.read_text())
+    op = next(o for o in prog.walk() if o.name == "pd_op.data" and o._attrs is None)
+    op.set_attr("dims_mappings", A.IntAttr(5))
+    printed = distc.parse(print_program(prog))
+    again = next(o for o in printed.walk() if o.attr("dims_mappings") is not None)
+    assert again.attrs == {**want, "dims_mappings": A.IntAttr(5)}

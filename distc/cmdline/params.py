@@ -453,9 +453,8 @@ def parse_command_line(ctx: Context, params: list[Parameter], args: list[str]) -
                     continue
                 raise NoSuchOption(name, ctx=ctx)
             p, const = short[name]
-            if not p.is_flag and i < len(arg):  # -ofile
-                rargs.insert(0, arg[i:])
-                take(p, const, name)
+            if not p.is_flag and i < len(arg):  # -ofile (its value given with it, as --output=file: -o-x.ir is '-x.ir')
+                take(p, const, name, arg[i:])
                 break
             take(p, const, name)
         if unknown:

@@ -165,6 +165,19 @@ class Cache(dict):
 _BRACED = re.compile(r"\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+\})*+\})*+\}")  # 5 deep
 
 
+_STRING = re.compile(r'"[^"]*+"')
+
+
+def _nested(text: str, i: int) -> bool:
+    """Whether ``i`` of an attribute text whose strings hold no backslash is inside a value (a
+    dict, list or parentheses: ``op_dist_attr:{...,dims_mappings:[0]}`` holds a ``dims_mappings``
+    that is no item of the text)."""
+    head = text[:i]
+    if '"' in head:
+        head = _STRING.sub("", head)
+    return head.count("{") != head.count("}") or head.count("[") != head.count("]") or head.count("(") != head.count(")")
+
+
 def item_span(text: str, key: str) -> tuple[int, int]:
     """Where the item ``key:...`` of an attribute text (its body) whose strings hold no backslash
     is: ``(start, end)``, or (-1, -1) where it has none; ``(start, -1)`` where its end is not found
@@ -172,7 +185,8 @@ def item_span(text: str, key: str) -> tuple[int, int]:
     which its braces balance."""
     want = key + ":"
     i = 0 if text.startswith(want) else text.find("," + want) + 1
-    while i > 0 and text.count('"', 0, i) % 2:  # (not a key: inside a string)
+    inner = key != "op_dist_attr"  # (a key a value may hold too: op_dist_attr holds no op_dist_attr)
+    while i > 0 and (text.count('"', 0, i) % 2 or inner and _nested(text, i)):  # (not a key: in a string, or a value's)
         i = text.find("," + want, i) + 1
     if i < 0 or (i == 0 and not text.startswith(want)):
         return -1, -1
