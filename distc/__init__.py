@@ -14,6 +14,8 @@ the ``distc`` command can set up its process (:mod:`distc.cli`) before the modul
 
 from __future__ import annotations
 
+from _thread import RLock
+
 __version__ = "0.1.0"  # the one place the version is written (pyproject reads it from here)
 
 # name -> the module defining it
@@ -26,15 +28,23 @@ _WHERE = {
 
 __all__ = [*_WHERE, "__version__"]
 
+# Library threads whose first call is ``distc.parse`` / ``distc.shard`` load its modules one thread at a
+# time: several threads importing the same package tree at once can deadlock in Python 3.11's per-module
+# import locks (a package's ``__init__`` importing a submodule another thread is importing) and get a
+# partly initialised module.  A lock, not state: nothing is kept in it.
+_LOADING = RLock()
+
 
 def __getattr__(name: str):
     from importlib import import_module
 
     where = _WHERE.get(name)
     if where is not None:
-        if where == "ir.core":  # a program made here prints (``str``): the printer installs itself on import
-            import_module(f"{__name__}.syntax.printer")
-        return getattr(import_module(f"{__name__}.{where}"), name)
+        with _LOADING:
+            if where == "ir.core":  # a program made here prints (``str``): the printer installs itself on import
+                import_module(f"{__name__}.syntax.printer")
+            module = import_module(f"{__name__}.{where}")
+        return getattr(module, name)
     if not name.startswith("_"):  # a subpackage (``distc.ir.ProcessMesh`` after ``import distc``)
         try:
             return import_module(f"{__name__}.{name}")

@@ -82,6 +82,52 @@ def test_two_pipelines_in_8_threads_from_a_fresh_process_equal_serial_runs(tmp_p
     assert r.stdout.strip() == "ok", r.stdout
 
 
+
+FIRST_CALLS = r'''
+import sys, threading
+import distc  # nothing else: each thread's first call loads what it needs
+
+text = open(sys.argv[1], encoding="utf-8").read()
+barrier = threading.Barrier(8)
+out = {}
+
+
+def job(k):
+    barrier.wait()
+    try:
+        if k % 4 == 0:
+            out[k] = str(distc.parse(text, "a.ir"))
+        elif k % 4 == 1:
+            out[k] = distc.shard(distc.parse(text, "a.ir"), rank=k % 4).text
+        elif k % 4 == 2:
+            out[k] = sorted((r, x.text) for r, x in distc.shard_ranks(distc.parse(text, "a.ir")).items())
+        else:
+            out[k] = distc.print_program(distc.parse(text, "a.ir"), canonical=True)
+    except BaseException as e:  # reported below
+        out[k] = e
+
+
+threads = [threading.Thread(target=job, args=(k,)) for k in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+bad = [f"thread {k}: {v!r:.200}" for k, v in out.items() if isinstance(v, BaseException) or v != out[k % 4]]
+print("ok" if not bad else "\n".join(bad))
+'''
+
+
+def test_first_library_calls_from_8_threads_at_once_load_distc_once(tmp_path):
+    """Threads whose first call is distc.parse / shard / shard_ranks / print_program (no import of their
+    own) load distc's modules one at a time (distc.__getattr__'s lock): without it Python 3.11's
+    per-module import locks could deadlock between a package's __init__ and its submodules and hand a
+    thread a partly initialised module.  Five fresh processes."""
+    (tmp_path / "a.ir").write_text(SAMPLE.read_text())
+    for _ in range(5):
+        r = subprocess.run([sys.executable, "-c", FIRST_CALLS, str(tmp_path / "a.ir")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
 def _state(prog: distc.Program) -> list:
     """Everything a program holds, by identity and value (names, types, attrs, operands, flags)."""
     ids: dict[int, int] = {}
