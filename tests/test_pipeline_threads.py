@@ -17,6 +17,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples/mlp_dp2mp2_adamw.ir"
 STARTUP = ROOT / "samples/mlp_dp2mp2_adamw.startup.ir"
 
+# 8 threads started together, thread k running RUNS[k % len(RUNS)]: out[k] its answer or exception
+THREADS = r'''
+barrier = threading.Barrier(8)
+out = {}
+
+
+def job(k):
+    barrier.wait()
+    try:
+        out[k] = RUNS[k % len(RUNS)]()
+    except BaseException as e:  # reported below
+        out[k] = e
+
+
+threads = [threading.Thread(target=job, args=(k,)) for k in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+'''
+
 SCRIPT = r'''
 import sys, threading
 import distc  # the library face only: the pipeline, passes and reshard functions load in the threads
@@ -41,24 +62,7 @@ def run_b():  # a LLaMA decoder (one op name misspelt: a warning of its own), Ze
 
 
 RUNS = [run_a, run_b]
-barrier = threading.Barrier(8)
-out = {}
-
-
-def job(k):
-    barrier.wait()
-    try:
-        out[k] = RUNS[k % 2]()
-    except BaseException as e:  # reported below
-        out[k] = e
-
-
-threads = [threading.Thread(target=job, args=(k,)) for k in range(8)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-serial = [run_a(), run_b()]
+''' + THREADS + r'''serial = [run_a(), run_b()]
 bad = [k for k in range(8) if out[k] != serial[k % 2]]
 for k in bad:
     print(f"thread {k}: {out[k]!r:.300}")
@@ -88,30 +92,10 @@ import sys, threading
 import distc  # nothing else: each thread's first call loads what it needs
 
 text = open(sys.argv[1], encoding="utf-8").read()
-barrier = threading.Barrier(8)
-out = {}
-
-
-def job(k):
-    barrier.wait()
-    try:
-        if k % 4 == 0:
-            out[k] = str(distc.parse(text, "a.ir"))
-        elif k % 4 == 1:
-            out[k] = distc.shard(distc.parse(text, "a.ir"), rank=k % 4).text
-        elif k % 4 == 2:
-            out[k] = sorted((r, x.text) for r, x in distc.shard_ranks(distc.parse(text, "a.ir")).items())
-        else:
-            out[k] = distc.print_program(distc.parse(text, "a.ir"), canonical=True)
-    except BaseException as e:  # reported below
-        out[k] = e
-
-
-threads = [threading.Thread(target=job, args=(k,)) for k in range(8)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
+RUNS = [lambda: str(distc.parse(text, "a.ir")), lambda: distc.shard(distc.parse(text, "a.ir"), rank=1).text,
+        lambda: sorted((r, x.text) for r, x in distc.shard_ranks(distc.parse(text, "a.ir")).items()),
+        lambda: distc.print_program(distc.parse(text, "a.ir"), canonical=True)]
+''' + THREADS + r'''
 bad = [f"thread {k}: {v!r:.200}" for k, v in out.items() if isinstance(v, BaseException) or v != out[k % 4]]
 print("ok" if not bad else "\n".join(bad))
 '''
