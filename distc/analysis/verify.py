@@ -267,7 +267,7 @@ def _verify_block(block: Block, visible: set[int], fits: set, long_uses: dict | 
             add(id(r))
 
 
-_LONG = 16  # use lists longer than this are looked up in a set (_verify_block)
+_LONG = 16  # use lists longer than this are looked up in a set (_in_uses)
 
 
 def _check_operands(op: Operation, seen: set[int], long_uses: dict) -> None:
@@ -286,32 +286,20 @@ def _check_uses(op: Operation, long_uses: dict) -> None:
     """The use-list half of :func:`_check_operands` (:func:`_structure` checks def-before-use of
     every op itself)."""
     for i, v in enumerate(op._operands):
-        if v is None:
-            continue
-        uses = v.uses
-        if (op, i) in uses if len(uses) <= _LONG else _in_uses(v, op, i, long_uses):
-            continue
-        raise _fail(op, f"operand {i} is missing from its value's use list")
+        if v is not None and not _in_uses(v, op, i, long_uses):
+            raise _fail(op, f"operand {i} is missing from its value's use list")
 
 
 def _in_uses(v: Value, op: Operation, i: int, long_uses: dict) -> bool:
+    """``(op, i)`` is in ``v``'s use list (ops compare by identity); a long list is looked up in
+    a set of it made once (``long_uses``: id(value) -> set)."""
     uses = v.uses
     if len(uses) > _LONG:
         found = long_uses.get(id(v))
         if found is None:
             found = long_uses[id(v)] = {(id(u), k) for u, k in uses}
         return (id(op), i) in found
-    return _has_use(uses, op, i)
-
-
-def _has_use(uses: list, op: Operation, i: int) -> bool:
-    """``(op, i) in uses``, the last uses first (a value's use list grows in program order, so
-    the walk finds each op's use near its end) and by identity."""
-    for k in range(len(uses) - 1, -1, -1):
-        u = uses[k]
-        if u[0] is op and u[1] == i:
-            return True
-    return False
+    return (op, i) in uses
 
 
 def _verify_dist(op: Operation, fits: set) -> None:
