@@ -182,13 +182,7 @@ class _Printer:
                         names[r] = pn
                         clean = False
             if dirty:
-                oid = op.op_id
-                out.append("".join((
-                    op.indent if op.indent is not None else indent, "(",
-                    ", ".join(["%" + names.get(r, r.name) for r in op.results]),
-                    ') = "', op.name, '" (' if oid is None else f'" [id:{oid}] (',
-                    ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name) for v in op._operands]),
-                    ")", self._tail_text(op))))
+                out.append(self.op_line(op, op.indent if op.indent is not None else indent))
                 continue
             if clean:
                 if names or pending:
