@@ -52,18 +52,17 @@ class _Partitioner:
         self.style = prog.style
         self.ctx = ctx
         self.inserted = 0
-        # (op_dist_attr, operand types, result types) -> whether every non-empty entry is already
-        # its value's layout (the op needs nothing); all immutable and shared, so most ops of a
-        # program fall into a few such kinds; the entry keeps its key's objects (and ids) alive
-        self.fits: dict = {}
-        self.plans: dict = {}  # (op name, fits' key) -> _plan(op): what may need work (fits keeps the key's ids)
+        # (op name, layout_key: op_dist_attr, operand and result types) -> (the keyed objects,
+        # *_plan(op)): what may need work; all immutable and shared, so most ops of a program fall
+        # into a few such kinds; the entry keeps its key's objects (and ids) alive
+        self.plans: dict = {}
         self.cache: dict = {}  # PaddleAPI's: one op_dist_attr object per kind of reshard inserted
         self._api = PaddleAPI(self.style, InsertPoint(prog.block, None), cache=self.cache)  # (see api)
         self.same: dict = {}  # (id, id) of two dist attrs -> (the two, whether equal): a few dozen layouts
 
     def block(self, block: Block) -> None:
         skip = ops.PARTITION_SKIP | SOURCE_OPS
-        fits = self.fits
+        plans = self.plans
         for op in list(block.ops):
             if op.regions:
                 for region in op.regions:
@@ -81,17 +80,14 @@ class _Partitioner:
                 raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
                                f"{len(d.results)} result entries")
             key, keyed = layout_key(op, d)
-            hit = fits.get(key)
-            if hit is None:
-                hit = fits[key] = (keyed, _fits(op, d))
-            if hit[1]:
-                continue  # (in-place pairs, operands and results alike: nothing to reshard, nothing to retype)
-            plan = self.plans.get((op.name, key))
+            key = (op.name, key)
+            plan = plans.get(key)
             if plan is None:
-                plan = self.plans[(op.name, key)] = _plan(op, d, self._equal)
-            self.inplace(op, plan[0])
-            self.operands(op, plan[1])
-            self.results(op, plan[2])
+                plan = plans[key] = (keyed, *_plan(op, d, self._equal))
+            if plan[2] or plan[3]:  # (no operand nor result to change: no in-place pair either)
+                self.inplace(op, plan[1])
+                self.operands(op, plan[2])
+                self.results(op, plan[3])
 
     # -- reshard helpers ---------------------------------------------------------------------
     def api(self, at: InsertPoint, op: Operation) -> PaddleAPI:
@@ -223,26 +219,6 @@ class _Partitioner:
             assert rv.owner is not None
             rv.owner.set_operand(0, r)
             op.set_attr("replace_all_uses_with_reshard_var", A.BoolAttr(True))
-
-
-def _fits(op: Operation, d) -> bool:
-    """Every non-empty entry of ``d`` is its value's layout already: partition leaves ``op`` as
-    it is (an in-place pair then reshards nothing either; a tensor list is always rebuilt)."""
-    for want, v in zip(d.operands, op._operands):
-        if v is None or not _nonempty(want):
-            continue
-        if isinstance(v._type, VectorType) or not isinstance(want, TensorDistAttr):
-            return False
-        pd = dist_of(v)
-        if pd is not None and pd != want:
-            return False
-    for want, r in zip(d.results, op.results):
-        if not isinstance(want, TensorDistAttr) or want.is_empty:
-            continue
-        t = r._type
-        if isinstance(t, DistTensorType) and t.dist != want:
-            return False
-    return True
 
 
 def _plan(op: Operation, d, equal) -> tuple[tuple, tuple, tuple]:
