@@ -76,13 +76,18 @@ def compressed(path: str) -> str | None:
             head = f.read(6)
     except OSError:
         return None
+    return _kind(head)
+
+
+def _kind(head: bytes) -> str | None:
+    """The compressed format whose first bytes ``head`` starts with (None: not compressed)."""
     return next((k for magic, k in COMPRESSED.items() if head.startswith(magic)), None)
 
 
 def _decompressed(f, name: str):
     """``f`` itself, or a reader of the text it holds compressed (gzip, xz: its first bytes say)."""
     head = f.peek(6)[:6] if hasattr(f, "peek") else b""
-    kind = next((k for magic, k in COMPRESSED.items() if head.startswith(magic)), None)
+    kind = _kind(head)
     if kind is None:
         return f
     from .compressed import reader
