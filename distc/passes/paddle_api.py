@@ -163,24 +163,39 @@ class PaddleAPI:
                with_stop_gradient: bool = True) -> Operation:
         """One op at the insertion point: ``attrs`` + ``op_dist_attr`` + the guard's ``op_role`` +
         ``stop_gradient`` (true iff true for every input)."""
-        a = dict(attrs) if attrs else {}
-        if dist is not None:
-            a["op_dist_attr"] = dist
-        if self.op_role is not None:
-            a["op_role"] = self.op_role
+        sg = None
         if with_stop_gradient:
             sg = all(stop_gradient(v) for v in operands) if len(operands) != 1 else stop_gradient(operands[0])
-            k = ("sg", sg, len(result_types))
-            b = self._cache.get(k)
-            if b is None:
-                b = self._cache[k] = self.maker.bools([sg] * len(result_types))
-            a["stop_gradient"] = b
+        if attrs:
+            a = self._attrs(attrs, dist, sg, len(result_types))
+        else:  # (thousands of reshards and assign_out_ a pass: one dict for each kind, by identity;
+            # attribute dicts are never changed in place)
+            k = ("attrs", id(dist), id(self.op_role), sg, len(result_types))
+            hit = self._cache.get(k)
+            if hit is None:
+                hit = self._cache[k] = (dist, self.op_role, self._attrs({}, dist, sg, len(result_types)))
+            a = hit[2]
         op = Operation(name, list(operands), list(result_types), a)
         if self.loc is not None:
             op.loc = self.loc
         self.at.insert(op)
         self.created.append(op)
         return op
+
+    def _attrs(self, attrs: dict, dist: OperationDistAttr | None, sg: bool | None, n: int) -> dict:
+        """``attrs`` + ``op_dist_attr`` + ``op_role`` + ``stop_gradient`` (``sg`` for ``n`` results, unless None)."""
+        a = dict(attrs)
+        if dist is not None:
+            a["op_dist_attr"] = dist
+        if self.op_role is not None:
+            a["op_role"] = self.op_role
+        if sg is not None:
+            k = ("sg", sg, n)
+            b = self._cache.get(k)
+            if b is None:
+                b = self._cache[k] = self.maker.bools([sg] * n)
+            a["stop_gradient"] = b
+        return a
 
     # -- implicit helper ops -----------------------------------------------------------------
     def full(self, shape: Sequence[int], value: float, dtype: str, *, place: str = "Place(undefined:0)") -> Value:

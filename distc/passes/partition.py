@@ -33,7 +33,8 @@ from ..ir.records import record
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
-from .sharding_util import chunk_id_of, dist_of, fail, layout_key, op_role_attr, persistable, stop_gradient
+from .sharding_util import (chunk_id_of, dist_of, fail, layout_key, layout_objects, op_role_attr, persistable,
+                            stop_gradient)
 
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
 # before partition, distc lets them through
@@ -52,7 +53,7 @@ class _Partitioner:
         self.style = prog.style
         self.ctx = ctx
         self.inserted = 0
-        # (op name, layout_key: op_dist_attr, operand and result types) -> (the keyed objects,
+        # layout_key (op name; op_dist_attr, operand and result types) -> (the keyed objects,
         # *_plan(op)): what may need work; all immutable and shared, so most ops of a program fall
         # into a few such kinds; the entry keeps its key's objects (and ids) alive
         self.plans: dict = {}
@@ -73,21 +74,25 @@ class _Partitioner:
             d = op.dist_attr
             if d is None or op.name in skip:
                 continue
-            if len(d.operands) != len(op._operands):
-                raise fail(op, f"'{op.name}' has {op.num_operands} operand(s) but its op_dist_attr has "
-                               f"{len(d.operands)} operand entries")
-            if len(d.results) != len(op.results):
-                raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
-                               f"{len(d.results)} result entries")
-            key, keyed = layout_key(op, d)
-            key = (op.name, key)
+            key = layout_key(op, d)
             plan = plans.get(key)
             if plan is None:
-                plan = plans[key] = (keyed, *_plan(op, d, self._equal))
+                plan = plans[key] = self.plan(op, d)
             if plan[2] or plan[3]:  # (no operand nor result to change: no in-place pair either)
                 self.inplace(op, plan[1])
                 self.operands(op, plan[2])
                 self.results(op, plan[3])
+
+    def plan(self, op: Operation, d) -> tuple:
+        """(the objects :func:`layout_key` keys ``op`` by, *:func:`_plan`); its entry counts
+        checked against the op's (the same for every op of its key)."""
+        if len(d.operands) != len(op._operands):
+            raise fail(op, f"'{op.name}' has {op.num_operands} operand(s) but its op_dist_attr has "
+                           f"{len(d.operands)} operand entries")
+        if len(d.results) != len(op.results):
+            raise fail(op, f"'{op.name}' has {op.num_results} result(s) but its op_dist_attr has "
+                           f"{len(d.results)} result entries")
+        return (layout_objects(op, d), *_plan(op, d, self._equal))
 
     # -- reshard helpers ---------------------------------------------------------------------
     def api(self, at: InsertPoint, op: Operation) -> PaddleAPI:

@@ -40,7 +40,7 @@ from .base import ModulePass, PassContext, register
 from .zero3 import local_state_shapes, shard_parameters
 from .zero_clip import detect_amp, reshard_grads_before_clip
 from .paddle_api import PaddleAPI
-from .sharding_util import dist_of, fail, layout_key, op_role_attr
+from .sharding_util import dist_of, fail, layout_key, layout_objects, op_role_attr
 
 
 # ------------------------------------------------------------------------------ placements
@@ -137,10 +137,10 @@ def respmd(op: Operation, sig: OptSig, mk: Maker, memo: dict | None = None) -> b
     if memo is None:
         plan = _respmd_plan(op, sig, mk, d)
     else:
-        key, keyed = layout_key(op, d, sig)
+        key = layout_key(op, d, sig)
         hit = memo.get(key)
         if hit is None:  # (the entry keeps the keyed objects alive: their ids stay theirs)
-            hit = memo[key] = (keyed, _respmd_plan(op, sig, mk, d))
+            hit = memo[key] = (layout_objects(op, d, sig), _respmd_plan(op, sig, mk, d))
         plan = hit[1]
     if plan is None:
         return False
@@ -324,10 +324,14 @@ class ShardOptimizerPass(ModulePass):
             if not isinstance(t, DistTensorType):
                 continue
             want = sharded if role != BETA_POW else replicated
-            key = ("layout", pd.mesh, pd.mesh.dim_names, want, t.rank)
-            attr = memo.get(key)
+            # (by want's identity: one object a parameter layout, which z keeps; else by value)
+            attr = memo.get(("layout of", id(want), t.rank))
             if attr is None:
-                attr = memo[key] = mk.from_placements(pd.mesh, want, t.rank)
+                key = ("layout", pd.mesh, pd.mesh.dim_names, want, t.rank)
+                attr = memo.get(key)
+                if attr is None:
+                    attr = memo[key] = mk.from_placements(pd.mesh, want, t.rank)
+                memo[("layout of", id(want), t.rank)] = attr
             before = t.dist
             self._place(op, i, v, attr, mk, memo)
             if role != BETA_POW:
@@ -385,14 +389,20 @@ class ShardOptimizerPass(ModulePass):
         assert isinstance(t, DistTensorType)
         owner = v.owner
         if owner is not None and owner.name == ops.DATA:
-            if t.dist is not attr and t.dist != attr:
-                v.type = t.with_dist(attr)
-            new_d = memo.get(("data", id(attr)))  # (attr: one object per layout, kept by the memo)
-            if new_d is None:
-                new_d = memo[("data", id(attr))] = mk.op_dist(attr.mesh, [], [attr])
             od = owner.dist_attr
-            if od is not new_d and od != new_d:
-                owner.dist_attr = new_d
+            # (what to do, by the identity of the type, layout and op_dist_attr: one object a kind)
+            k = ("data", id(t), id(attr), id(od))
+            hit = memo.get(k)
+            if hit is None:
+                new_d = memo.get(("data", id(attr)))  # (attr: one object per layout, kept by the memo)
+                if new_d is None:
+                    new_d = memo[("data", id(attr))] = mk.op_dist(attr.mesh, [], [attr])
+                hit = memo[k] = (t, od, None if t.dist is attr or t.dist == attr else t.with_dist(attr),
+                                 None if od is new_d or od == new_d else new_d)
+            if hit[2] is not None:
+                v.type = hit[2]
+            if hit[3] is not None:
+                owner.dist_attr = hit[3]
             return
         if t.dist is attr or t.dist == attr:
             return

@@ -81,17 +81,26 @@ def dist_of(v: Value | None) -> TensorDistAttr | None:
     return t.dist if isinstance(t, DistTensorType) else None
 
 
-def layout_key(op: Operation, *head: object) -> tuple[tuple, tuple]:
-    """A key to memoise an answer about ``op`` by identity: of ``head`` (its op_dist_attr, an
-    optimizer signature ...) and of its operand and result types — immutable objects shared by
-    every op of one kind (``DistTensorType.with_dist`` gives one object per layout), so most ops
-    of a program fall into a few keys.  Returns (key, the objects keyed): the memo's entry must
-    hold the second, so that no keyed object dies and lends its id to another."""
-    ov = op._operands
-    types = list(map(_TYPE, ov)) if None not in ov else [None if v is None else v._type for v in ov]
-    n = len(types)
-    types += map(_TYPE, op.results)
-    return (*map(id, head), n, *map(id, types)), (head, types)
+def layout_key(op: Operation, head: object, extra: object = None) -> tuple:
+    """A key to memoise an answer about ``op``: its name, and by identity ``head`` (its
+    op_dist_attr), ``extra`` (an optimizer signature ...) and its operand and result types --
+    immutable objects shared by every op of one kind (``DistTensorType.with_dist`` gives one object
+    per layout), so most ops of a program fall into a few keys.  The memo's entry must hold
+    :func:`layout_objects` of the op it was made for, so that no keyed object dies and lends its
+    id to another.  (Thousands of ops a pass: a flat tuple of ids, no list, no lookup per object.)"""
+    ov, rs = op._operands, op.results
+    if not ov and len(rs) == 1:  # (most ops of a program: data, full, parameter)
+        return op.name, id(head), id(extra), -1, id(rs[0]._type)
+    try:
+        return (op.name, id(head), id(extra), *map(id, map(_TYPE, ov)), -1, *map(id, map(_TYPE, rs)))
+    except AttributeError:  # (an absent operand: None, keyed as itself)
+        return (op.name, id(head), id(extra), *[id(v if v is None else v._type) for v in ov], -1,
+                *map(id, map(_TYPE, rs)))
+
+
+def layout_objects(op: Operation, head: object, extra: object = None) -> tuple:
+    """The objects :func:`layout_key` keys ``op`` by (for the memo entry to keep alive)."""
+    return head, extra, [None if v is None else v._type for v in op._operands], [r._type for r in op.results]
 
 
 _TYPE = attrgetter("_type")

@@ -99,18 +99,22 @@ def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = Fal
 
 
 def fold(block: Block) -> None:
-    seen: dict[int, list[tuple[object, Value]]] = {}
+    seen: dict[int, tuple | list] = {}  # id(input) -> its first (result type, result), or a list of them
     same: dict = {}  # (id, id) of two types -> (the two, whether equal): a program has a few dozen types
     for op in [o for o in block.ops if o.name == RESHARD]:
         x, r = op.operand(0), op.results[0]
         if x is None:
             continue
-        xt, rt = x.type, r.type
+        xt, rt = x._type, r._type
         if xt is rt or _equal(xt, rt, same):
             r.replace_all_uses_with(x)
             op.erase()
             continue
-        lst = seen.setdefault(id(x), [])
+        got = seen.get(id(x))
+        if got is None:  # (most inputs: one reshard)
+            seen[id(x)] = (rt, r)
+            continue
+        lst = [got] if isinstance(got, tuple) else got
         for t, val in lst:
             if t is rt or _equal(t, rt, same):
                 r.replace_all_uses_with(val)
@@ -118,6 +122,7 @@ def fold(block: Block) -> None:
                 break
         else:
             lst.append((rt, r))
+            seen[id(x)] = lst
 
 
 def _equal(a, b, memo: dict) -> bool:

@@ -27,6 +27,7 @@ from ..sharding_util import chunk_id_of, stop_gradient
 from .context import retire
 
 _X = -1  # operand reference: the reshard's input
+_XS = (_X,)
 
 
 class _Template:
@@ -63,9 +64,9 @@ class Replayer:
         self.replayed = 0
         self.log = log
         self.recipes: dict = {}  # key -> alone(its first reshard)
-        # the key by the identity of its dist attr and types (one object a kind: DistTensorType.with_dist,
-        # PaddleAPI.op_attr) and the value of the rest: one :class:`_Key` a kind, which keeps those
-        # objects (so their ids) alive and hashes once
+        # the key by the identity of its dist attr, op_role and types (one object a kind:
+        # DistTensorType.with_dist, PaddleAPI.op_attr and insert) and the value of the rest -> (those
+        # objects, kept alive so that their ids stay theirs; one :class:`_Key` a kind, which hashes once)
         self._keys: dict = {}
 
     @staticmethod
@@ -83,25 +84,28 @@ class Replayer:
         return k
 
     def _key(self, op: Operation, x, paddle_only: bool, enable, disable) -> tuple | None:
-        """:meth:`key`, each kind's one :class:`_Key` (what :meth:`key` gives, by value)."""
+        """:meth:`key`, each kind's one :class:`_Key` (what :meth:`key` gives, by value), found by
+        the identity of the reshard's dist attr, op_role and types and of its input producer's
+        ``stop_gradient`` list and op_dist_attr (what ``stop_gradient(x)`` and the chunk id are
+        read from; the entry keeps them all alive)."""
         if x is None or len(op.results) != 1:
             return None
         owner = x.owner
-        od, r = op.dist_attr, op.results[0]
-        xt, rt = x._type, r._type
+        od, role, xt, rt = op.dist_attr, op.attr("op_role"), x._type, op.results[0]._type
+        if owner is not None:
+            sg, cd, i = owner.attr("stop_gradient"), owner.dist_attr, x.index
+        else:
+            sg, cd, i = stop_gradient(x), None, -1
         try:
-            ik = (id(od), id(xt), id(rt), op.attr("op_role"), stop_gradient(x),
-                  chunk_id_of(owner) if owner is not None else -1, owner is None, min(len(x.uses), 2),
-                  paddle_only, tuple(enable), tuple(disable))
-            k = self._keys.get(ik, _X)
+            ik = (id(od), id(role), id(xt), id(rt), id(sg), id(cd), i, min(len(x.uses), 2), paddle_only,
+                  tuple(enable), tuple(disable))
+            hit = self._keys.get(ik)
         except TypeError:
             return None
-        if k is _X:
+        if hit is None:
             k = self.key(op, x, paddle_only, enable, disable)
-            if k is not None:
-                k = _Key(k)
-            self._keys[ik] = k
-        return k
+            hit = self._keys[ik] = (od, role, xt, rt, sg, cd, None if k is None else _Key(k))
+        return hit[6]
 
     def __call__(self, prog, op: Operation, rank: int, *, rings=None, result=None, paddle_only: bool = False,
                  enable=(), disable=()):
@@ -182,12 +186,17 @@ class Replayer:
         block, indent = op.parent, op.indent  # (InsertPoint.before(op): new ops take op's indentation)
         made: list[Operation] = []
         for name, refs, types, attrs, sig in t.ops:
-            operands = [x if r == _X else None if r is None else made[r[0]].results[r[1]] for r in refs]
+            if refs == _XS:  # (most ops: the input alone, or nothing)
+                operands = [x]
+            elif not refs:
+                operands = ()
+            else:
+                operands = [x if r == _X else None if r is None else made[r[0]].results[r[1]] for r in refs]
             # (the template's dict itself: attribute dicts are never changed in place)
             o = Operation(name, operands, types, attrs, sig=sig)
             o.indent = indent
-            block.insert_before(op, o)
             made.append(o)
+        block.insert_before(op, *made)
         ref = t.out
         out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
         if result is not None:
