@@ -33,7 +33,7 @@ from ..ir.records import record
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
-from .sharding_util import (chunk_id_of, dist_of, fail, layout_key, layout_objects, op_role_attr, persistable,
+from .sharding_util import (dist_of, fail, layout_key, layout_objects, op_role_attr, persistable,
                             stop_gradient)
 
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
@@ -60,6 +60,8 @@ class _Partitioner:
         self.cache: dict = {}  # PaddleAPI's: one op_dist_attr object per kind of reshard inserted
         self._api = PaddleAPI(self.style, InsertPoint(prog.block, None), cache=self.cache)  # (see api)
         self.same: dict = {}  # (id, id) of two dist attrs -> (the two, whether equal): a few dozen layouts
+        self._served: Operation | None = None  # the op served last, and its (op_role, loc) (see api)
+        self._guard: tuple = (None, None)
 
     def block(self, block: Block) -> None:
         skip = ops.PARTITION_SKIP | SOURCE_OPS
@@ -74,14 +76,19 @@ class _Partitioner:
             d = op.dist_attr
             if d is None or op.name in skip:
                 continue
-            key = layout_key(op, d)
+            rs = op.results
+            if not op._operands and len(rs) == 1:  # (most ops: data, full, parameter; their plan is
+                # their result's alone, whatever their name: by op_dist_attr and result type)
+                key = (id(d), id(rs[0]._type))
+            else:
+                key = layout_key(op, d)
             plan = plans.get(key)
             if plan is None:
                 plan = plans[key] = self.plan(op, d)
             if plan[2] or plan[3]:  # (no operand nor result to change: no in-place pair either)
-                self.inplace(op, plan[1])
-                self.operands(op, plan[2])
-                self.results(op, plan[3])
+                self.inplace(op, d, plan[1])
+                self.operands(op, d, plan[2])
+                self.results(op, d, plan[3])
 
     def plan(self, op: Operation, d) -> tuple:
         """(the objects :func:`layout_key` keys ``op`` by, *:func:`_plan`); its entry counts
@@ -98,7 +105,9 @@ class _Partitioner:
     def api(self, at: InsertPoint, op: Operation) -> PaddleAPI:
         """Paddle's API at ``at``, under ``op``'s role guard; diagnostics about what it builds
         point at ``op``."""
-        return self._api.moved(at, op_role=op_role_attr(op), loc=op.loc)  # (one builder, moved: thousands of calls)
+        if op is not self._served:  # (its role and place read once an op: it has a few reshards)
+            self._served, self._guard = op, (op_role_attr(op), op.loc)
+        return self._api.moved(at, op_role=self._guard[0], loc=self._guard[1])  # (one builder, moved: thousands of calls)
 
     def _equal(self, a: TensorDistAttr, b) -> bool:
         """``a == b`` for two layouts (each pair compared once)."""
@@ -115,10 +124,8 @@ class _Partitioner:
         return self.api(cur, op).reshard(src, dst)
 
     # -- 1. in-place values ------------------------------------------------------------------
-    def inplace(self, op: Operation, pairs) -> None:
-        """(``pairs``: the in-place pairs that may need work, :func:`_plan`)"""
-        d = op.dist_attr
-        assert d is not None
+    def inplace(self, op: Operation, d, pairs) -> None:
+        """(``d``: its op_dist_attr; ``pairs``: the in-place pairs that may need work, :func:`_plan`)"""
         for out_idx, in_idx in pairs:
             want = d.operands[in_idx]
             prev = op.operand(in_idx)
@@ -132,7 +139,7 @@ class _Partitioner:
             op.set_operand(in_idx, rv)
             result = op.results[out_idx]
             want_out = d.results[out_idx]
-            if not isinstance(want_out, TensorDistAttr) or want != want_out:
+            if not isinstance(want_out, TensorDistAttr) or not self._equal(want, want_out):
                 raise fail(op, f"in-place result {out_idx} of '{op.name}' is expected as {want_out} but "
                                f"its operand {in_idx} as {want}; they must agree")
             rt = result.type
@@ -143,12 +150,12 @@ class _Partitioner:
             # reshard the output back and assign it into the persistable value
             cur = InsertPoint.after(op)
             rv1 = self._reshard(cur, result, pd, op)
-            self.api(cur, op).assign_out_(rv1, prev, chunk_id_of(op))
+            self.api(cur, op).assign_out_(rv1, prev, -1 if d.chunk_id is None else d.chunk_id)
             _take_stop_gradient(prev, stop_gradient(result))
-            if old == want_out:
+            if self._equal(old, want_out):
                 continue
             rv2 = rv1
-            if old != dist_of(rv1):
+            if not self._equal(old, dist_of(rv1)):
                 rv2 = self._reshard(cur, result, old, op)
             result.replace_all_uses_with(rv1)
             assert rv1.owner is not None and rv2.owner is not None
@@ -156,10 +163,8 @@ class _Partitioner:
             rv2.owner.set_operand(0, result)
 
     # -- 2. operands -------------------------------------------------------------------------
-    def operands(self, op: Operation, which) -> None:
-        """(``which``: the operands that may need work, :func:`_plan`)"""
-        d = op.dist_attr
-        assert d is not None
+    def operands(self, op: Operation, d, which) -> None:
+        """(``d``: its op_dist_attr; ``which``: the operands that may need work, :func:`_plan`)"""
         for i in which:
             want = d.operands[i]
             prev = op.operand(i)
@@ -208,14 +213,12 @@ class _Partitioner:
         return self.api(InsertPoint.before(op), op).combine(vals)
 
     # -- 3. results --------------------------------------------------------------------------
-    def results(self, op: Operation, which) -> None:
-        """(``which``: the results that may need work, :func:`_plan`)"""
-        d = op.dist_attr
-        assert d is not None
+    def results(self, op: Operation, d, which) -> None:
+        """(``d``: its op_dist_attr; ``which``: the results that may need work, :func:`_plan`)"""
         for j in which:
             r, want = op.results[j], d.results[j]
             t = r.type
-            if not isinstance(t, DistTensorType) or t.dist == want:
+            if not isinstance(t, DistTensorType) or self._equal(t.dist, want):
                 continue
             old = t.dist
             r.type = t.with_dist(self.mk.restyle(want))  # type: ignore[arg-type]
@@ -260,8 +263,8 @@ def split_truth(prog: Program, ctx: PassContext) -> int:
     -> ``expand_grad`` says Replicate for a Shard(0) piece, so no reshard is inserted and each rank
     sums only its own batch rows into the cls token's gradient).  Returns how many were retyped."""
     n = 0
-    for op in prog.walk():
-        if op.name != ops.BUILTIN_SPLIT or op.num_operands != 1 or op.operand(0) is None:
+    for op in [o for o in prog.walk() if o.name == ops.BUILTIN_SPLIT]:
+        if op.num_operands != 1 or op.operand(0) is None:
             continue
         vt = op.operand(0).type
         if not isinstance(vt, VectorType) or len(vt.elements) != op.num_results:

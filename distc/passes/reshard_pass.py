@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 
+from operator import methodcaller
+
 from ..ir.records import field, record
 from .base import INTERNAL, ModulePass, PassContext, register
 
@@ -43,10 +45,13 @@ class ReshardPass(ModulePass):
 
 def _ring_ids_in(prog) -> set[int]:
     out = set()
-    for op in prog.walk():
-        a = op.attr("ring_id")  # (not op.attrs: an unread op answers from its line, without reading it)
+    # (op.attr, not op.attrs: an unread op answers from its line, without reading it)
+    for a in map(_RING_ID, prog.walk()):
         if a is not None:  # (most ops have none)
             v = getattr(a, "value", None)
             if isinstance(v, int):
                 out.add(v)
     return out
+
+
+_RING_ID = methodcaller("attr", "ring_id")

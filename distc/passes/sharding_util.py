@@ -91,11 +91,10 @@ def layout_key(op: Operation, head: object, extra: object = None) -> tuple:
     ov, rs = op._operands, op.results
     if not ov and len(rs) == 1:  # (most ops of a program: data, full, parameter)
         return op.name, id(head), id(extra), -1, id(rs[0]._type)
-    try:
-        return (op.name, id(head), id(extra), *map(id, map(_TYPE, ov)), -1, *map(id, map(_TYPE, rs)))
-    except AttributeError:  # (an absent operand: None, keyed as itself)
+    if None in ov:  # (an absent operand, e.g. an optimizer's master weight: keyed as None)
         return (op.name, id(head), id(extra), *[id(v if v is None else v._type) for v in ov], -1,
                 *map(id, map(_TYPE, rs)))
+    return (op.name, id(head), id(extra), *map(id, map(_TYPE, ov)), -1, *map(id, map(_TYPE, rs)))
 
 
 def layout_objects(op: Operation, head: object, extra: object = None) -> tuple:

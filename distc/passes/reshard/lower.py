@@ -73,14 +73,33 @@ def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
 
 
 # ------------------------------------------------------------------------------------ decompose
-def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = False) -> None:
+def work_in(block: Block) -> list[Operation]:
+    """The ops of ``block`` the lowering visits, in order: reshards and ops holding regions."""
+    return [o for o in block.ops if o.regions or o.name == RESHARD]
+
+
+def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = False,
+              todo: list[Operation] | None = None) -> list[Operation]:
     """(``coshard``: placements as given count, ``[S0, S0]`` is not ``[R, S0]``.)  Notes, the dist
-    attrs built and the origin of each new reshard go to ``result``."""
-    for op in [o for o in block.ops if o.name == RESHARD]:
-        x, r = op.operand(0), op.results[0]
-        a, b = (x.dist_attr if x is not None else None), r.dist_attr
-        if a is None or b is None or a.mesh is b.mesh:  # (most reshards: one mesh object)
+    attrs built and the origin of each new reshard go to ``result``.  ``todo``: :func:`work_in`
+    ``block``; returns it as it is after (each reshard decomposed in its two's place)."""
+    same_mesh: dict = {}  # (id, id) of the two types -> (the two, whether nothing to do): a few dozen
+    out: list[Operation] = []
+    for op in work_in(block) if todo is None else todo:
+        out.append(op)
+        if op.name != RESHARD:
             continue
+        x, r = op.operand(0), op.results[0]
+        if x is None:
+            continue
+        k = (id(x._type), id(r._type))
+        hit = same_mesh.get(k)
+        if hit is None:
+            a, b = x.dist_attr, r.dist_attr
+            hit = same_mesh[k] = (x._type, r._type, a is None or b is None or a.mesh is b.mesh)
+        if hit[2]:  # (most reshards: one mesh object)
+            continue
+        a, b = x.dist_attr, r.dist_attr
         if a.mesh != b.mesh and a.mesh.ndim == b.mesh.ndim and (
                 a.placements != b.placements if coshard else a.derived_placements() != b.derived_placements()):
             api = PaddleAPI(prog.style, InsertPoint.before(op), op_role=op.attr("op_role"), loc=op.loc,
@@ -96,12 +115,19 @@ def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = Fal
                                 f"a copy to mesh {mesh_text(b.mesh)} and a reshard on it")
             r.replace_all_uses_with(w)
             op.erase()
+            out[-1:] = api.created
+    return out
 
 
-def fold(block: Block) -> None:
+def fold(block: Block, todo: list[Operation] | None = None) -> list[Operation]:
+    """Reshards to their input's own type removed, and reshards of one value to one type merged
+    (``todo``: :func:`work_in` ``block``; returned, the ops removed in it no longer in a block)."""
     seen: dict[int, tuple | list] = {}  # id(input) -> its first (result type, result), or a list of them
     same: dict = {}  # (id, id) of two types -> (the two, whether equal): a program has a few dozen types
-    for op in [o for o in block.ops if o.name == RESHARD]:
+    todo = work_in(block) if todo is None else todo
+    for op in todo:
+        if op.name != RESHARD:
+            continue
         x, r = op.operand(0), op.results[0]
         if x is None:
             continue
@@ -123,6 +149,7 @@ def fold(block: Block) -> None:
         else:
             lst.append((rt, r))
             seen[id(x)] = lst
+    return todo
 
 
 def _equal(a, b, memo: dict) -> bool:
@@ -186,9 +213,11 @@ def lower_reshard(prog: Program, op: Operation, rank: int, *, rings: RingAllocat
 
 
 def lower_block(prog: Program, block: Block, result: Lowering, paddle_only: bool = False, enable=(),
-                disable=(), lower_one=lower_reshard) -> None:
+                disable=(), lower_one=lower_reshard, todo: list[Operation] | None = None) -> None:
+    """Lower the reshards of ``block`` (``todo``: :func:`work_in` it, if known; ops no longer in
+    the block skipped)."""
     rank, rings = result.rank, result.rings
-    for op in [o for o in block.ops if o.regions or o.name == RESHARD]:
+    for op in work_in(block) if todo is None else todo:
         for region in op.regions:
             for b in region.blocks:
                 lower_block(prog, b, result, paddle_only, enable, disable, lower_one)
@@ -204,8 +233,7 @@ def lower_program(prog: Program, rank: int, *, rings: RingAllocator | None = Non
     :class:`~.replay.Replayer`; ``replay=False``: one by one)."""
     rings = rings if rings is not None else RingAllocator()
     result = Lowering(rank, rings)
-    decompose(prog, prog.block, result, registry.coshard_on(paddle_only, disable))
-    fold(prog.block)
+    todo = fold(prog.block, decompose(prog, prog.block, result, registry.coshard_on(paddle_only, disable)))
     lower_block(prog, prog.block, result, paddle_only, enable, disable,
-                replay if not isinstance(replay, bool) else Replayer(lower_reshard) if replay else lower_reshard)
+                replay if not isinstance(replay, bool) else Replayer(lower_reshard) if replay else lower_reshard, todo)
     return result
