@@ -64,29 +64,54 @@ def verify_changed(prog: Program) -> None:
     :func:`verify`."""
     block = prog.block
     try:
-        dirty = _structure(block)
+        listed = _structure(block)
     except DiagnosticError:
         verify(prog)  # (names the first error as it orders them; it finds every one this finds)
         raise
-    if dirty is None:  # (regions)
+    if listed is None:  # (regions)
         verify(prog)
         return
     checked: set[int] = set()  # types and meshes already value-checked (by identity)
     sigs = OPTIMIZER_KEYS
-    for op in dirty:
+    for op in listed:
         _values_of(op, checked, sigs)
 
 
+def _key(d, operands, results) -> tuple:
+    """What the dist and value checks of an op read, by identity: its op_dist_attr and the types
+    of its results and operands (0: an absent operand).  Two ops of one key pass or fail those
+    checks alike, so only the first of each key is checked (types, meshes and dist attrs are
+    immutable, shared objects)."""
+    n = len(operands)
+    if len(results) == 1 and n < 3:  # (most ops: no list built)
+        if not n:
+            return id(d), id(results[0]._type)
+        a = operands[0]
+        if n == 1:
+            return id(d), id(results[0]._type), 0 if a is None else id(a._type)
+        b = operands[1]
+        return id(d), id(results[0]._type), 0 if a is None else id(a._type), 0 if b is None else id(b._type)
+    return (id(d), len(results), *[id(r._type) for r in results],
+            *[0 if v is None else id(v._type) for v in operands])
+
+
 def _structure(block: Block) -> list[Operation] | None:
-    """:func:`verify_changed`'s structural walk of ``block``: its dirty ops, in program order
-    (None: the block holds regions).  Every op of a lowered program passes here (mlp256: 10,769
-    ops), so the common case is inline: each dist (entry, type) pair is looked up in ``fits``
-    and only a pair not seen yet goes to :func:`_verify_dist`."""
-    seen: set[Value] = set(block.args)
-    add = seen.add
-    fits: set = set()
+    """:func:`verify_changed`'s structural walk of ``block``: the dirty ops whose value checks are
+    to run, in program order (the first of each :func:`_key`, and every optimizer update); None:
+    the block holds regions.  Every op of a lowered program passes here (mlp256: 10,769 ops), so
+    the common case is inline: def-before-use is one subset test an op (``None``, an absent
+    operand, counts as defined), the dist entries are checked against their values' types once a
+    key (:func:`_verify_dist`, whose pairs then go to ``fits``)."""
+    seen: set = set(block.args)
+    seen.add(None)
+    defined = seen.issuperset
+    define = seen.update
+    fits: set = set()  # (entry, type) pairs found to fit, by identity
+    fit_keys: set = set()  # keys of ops whose every pair fits
+    value_keys: set = set()  # keys of the dirty ops listed
+    sigs = OPTIMIZER_KEYS
     long_uses: dict = {}
-    dirty: list[Operation] = []
+    listed: list[Operation] = []
     slots = uses = 0
     for a in block.args:
         uses += len(a.uses)
@@ -97,31 +122,39 @@ def _structure(block: Block) -> list[Operation] | None:
             raise _fail(op, "op's parent link does not point at its block")
         operands = op._operands
         if operands:
-            for v in operands:
-                if v not in seen and v is not None:
-                    raise _fail(op, f"operand {operands.index(v)} is used before it is defined (or is not in scope)")
+            if not defined(operands):
+                i = next(i for i, v in enumerate(operands) if v not in seen)
+                raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
             slots += len(operands) - operands.count(None)
-        if op.dirty:
-            _check_uses(op, long_uses)
-            dirty.append(op)
         results = op.results
         d = op.dist_attr
+        key = None
         if d is not None:
-            for e, v in zip(d.operands, operands):
-                if v is not None and (id(e), id(v._type)) not in fits:
-                    _verify_dist(op, fits)
-                    break
-            else:
-                for e, v in zip(d.results, results):
-                    if (id(e), id(v._type)) not in fits:
-                        _verify_dist(op, fits)
-                        break
+            key = _key(d, operands, results)
+            if key not in fit_keys:
+                _verify_dist(op, fits)
+                if all((id(e), id(v._type)) in fits for e, v in zip(d.operands, operands) if v is not None) and \
+                        all((id(e), id(v._type)) in fits for e, v in zip(d.results, results)):
+                    fit_keys.add(key)  # (not where _verify_dist let an op pass unchecked: grad_merge_add)
+        if op.dirty:
+            for i, v in enumerate(operands):  # (in its value's use list: _check_uses, inline)
+                if v is not None:
+                    u = v.uses
+                    if (op, i) not in u if len(u) <= _LONG else not _in_uses(v, op, i, long_uses):
+                        raise _fail(op, f"operand {i} is missing from its value's use list")
+            if key is None:
+                key = _key(None, operands, results)
+            if key not in value_keys:
+                value_keys.add(key)
+                listed.append(op)
+            elif op.name in sigs:
+                listed.append(op)
+        define(results)
         for r in results:
-            add(r)
             uses += len(r.uses)
     if uses != slots:  # uses of ops no longer in the program, or a stale one: the full walk decides
         _verify_block(block, set(), set())
-    return dirty
+    return listed
 
 
 def _values_of(op: Operation, seen: set[int], sigs) -> None:
@@ -279,14 +312,6 @@ def _check_operands(op: Operation, seen: set[int], long_uses: dict) -> None:
         if id(v) not in seen:
             raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
         if not _in_uses(v, op, i, long_uses):
-            raise _fail(op, f"operand {i} is missing from its value's use list")
-
-
-def _check_uses(op: Operation, long_uses: dict) -> None:
-    """The use-list half of :func:`_check_operands` (:func:`_structure` checks def-before-use of
-    every op itself)."""
-    for i, v in enumerate(op._operands):
-        if v is not None and not _in_uses(v, op, i, long_uses):
             raise _fail(op, f"operand {i} is missing from its value's use list")
 
 

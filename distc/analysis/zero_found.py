@@ -118,19 +118,20 @@ def _parameter_behind(v: Value | None, depth: int = 6) -> Value | None:
     return None
 
 
-def _stage3(p: Value, pd: TensorDistAttr, opt: Operation, extra) -> ZeroFound | None:
+def _stage3(p: Value, pd: TensorDistAttr, opt: Operation, extra, shardy) -> ZeroFound | None:
     """ZeRO-3: ``p`` is Shard on a mesh dim where an op using it wants it whole (or gathers it:
     a lowered program), and the backward gives its gradient Partial on that dim (a data-parallel
     dim; a tensor-parallel parameter gathered before use, e.g. a vocab-parallel embedding, has
-    no partial gradient there).  ``extra``: :func:`_extra_shard`, memoized.
+    no partial gradient there).  ``extra``: :func:`_extra_shard`, memoized; ``shardy(pd)``: a
+    placement of ``pd`` is Shard, memoized.
 
     The first user (not an optimizer update, not a backward op) that wants ``p`` whole on a dim
     where it is Shard is the gathering one; only then are the backward users' gradients read (a
     user's ``op_role`` is read only where its layout already says it could gather)."""
-    if not any(q.is_shard() for q in pd.placements):
+    if not shardy(pd):
         return None  # (nothing Shard: nothing to gather)
     gathers = [u.results[0] for u, _ in p.uses if u.name in _GATHERS and u.results]
-    uses = [use for v in [p] + gathers for use in v.uses]
+    uses = [use for v in [p] + gathers for use in v.uses] if gathers else p.uses
     gathered: tuple[int, Operation] | None = None
     for user, idx in uses:
         if user is opt:
@@ -138,7 +139,8 @@ def _stage3(p: Value, pd: TensorDistAttr, opt: Operation, extra) -> ZeroFound | 
         if user.name in _GATHERS:
             d = next((d for d, q in enumerate(pd.placements) if q.is_shard()), None)
         else:
-            entries = user.dist_attr.operands if user.dist_attr is not None else ()
+            da = user.dist_attr
+            entries = da.operands if da is not None else ()
             want = entries[idx] if idx < len(entries) else None
             d = extra(pd, want) if isinstance(want, TensorDistAttr) else None
         if d is None or optimizer_sig(user) is not None or _backward(user):
@@ -213,7 +215,7 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
         return found
     stage1: ZeroFound | None = None
     memo: dict = {}  # (id(a), id(b)) -> (a, b, _extra_shard(a, b)): layouts are shared, immutable objects
-    states: dict = {}  # id(signature) -> (it, the indices of its state and master-weight operands)
+    states: dict = {}  # id(signature) -> (it, the indices of its state and master-weight operands, of its parameter)
 
     def extra(a: TensorDistAttr | None, b: TensorDistAttr | None) -> int | None:
         hit = memo.get((id(a), id(b)))
@@ -221,12 +223,25 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
             hit = memo[(id(a), id(b))] = (a, b, _extra_shard(a, b))
         return hit[2]
 
+    def shardy(pd: TensorDistAttr) -> bool:
+        hit = memo.get(id(pd))
+        if hit is None:
+            hit = memo[id(pd)] = (pd, any(q.is_shard() for q in pd.placements))
+        return hit[1]
+
     for op, sig in _updates(prog, index):
-        p, pi = _param_dim(op, sig)
-        pd = _dist(p)
-        if p is None or pd is None:
+        held = states.get(id(sig))
+        if held is None:
+            held = states[id(sig)] = (sig, [i for i, (role, _) in enumerate(sig.operands) if role in (STATE, MASTER)],
+                                      next((i for i, (role, _) in enumerate(sig.operands) if role == PARAM), -1))
+        pi = held[2]
+        p = op._operands[pi] if 0 <= pi < len(op._operands) else None
+        if p is None:
             continue
-        z3 = _stage3(p, pd, op, extra)
+        pd = _dist(p)
+        if pd is None:
+            continue
+        z3 = _stage3(p, pd, op, extra, shardy)
         if z3 is not None:
             return z3
         if stage1 is not None:
@@ -236,9 +251,6 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
             stage1 = ZeroFound(LOWERED, f"'{op.name}' updates a '{p.owner.name}' of parameter '{_name(root)}', "
                                         f"not the parameter itself", op)
             continue
-        held = states.get(id(sig))
-        if held is None:
-            held = states[id(sig)] = (sig, [i for i, (role, _) in enumerate(sig.operands) if role in (STATE, MASTER)])
         for i in held[1]:
             if i >= op.num_operands:
                 continue
