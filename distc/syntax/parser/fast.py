@@ -13,6 +13,7 @@ from .leaves import (
     _BRACES, MAX_NESTING, Refused, _fast_op_dist, _fast_type_list, _number_list, _simple_item, _split_general,
     check_nesting,
 )
+from .runs import _FEW, _FEW_QUOTES, read_run
 from .names import OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named
 from .texts import (
     CACHE_TEXT, Cache as _Cache, Unread, from_skeleton, item_span, joined_line, keep_skeleton,
@@ -291,9 +292,7 @@ class FastParser:
         OP = op_match
         HEAD = _OP_HEAD.match
         tails = self.tails
-        # ... and of those holding strings, by their skeleton (strings emptied), where the
-        # attributes were left unread (see attr_dict_or_unread): each pd_op.data its name
-        skeletons: dict[str, tuple] = {}
+        skeletons: dict[str, tuple] = {}  # ... of tails of strings, by their skeleton (attributes unread)
         REG = _REGION_OP.fullmatch
         types = self.type_list
         attr_dict = self.attr_dict
@@ -306,7 +305,13 @@ class FastParser:
         step = max(1 << 16, n // 100)
         next_report = step
         last = (i, pos)  # the last top-level op line read: where the grammar resumes at the end
+        ran = False  # the line at pos is where a run of ordinary top-level op lines stopped (see runs.py)
         while pos < n:
+            if not (stack or pre or ran) and (r := read_run(text, pos, i, next_report if progress else n, HEAD, block,
+                                                            b, tails, skeletons, reader, unsorted))[2] is not None:
+                pos, i, last, ran, sorted_ok = *r[:3], True, sorted_ok and not r[3]
+                continue
+            ran = False
             if not stack:
                 here = (i, pos)
             if progress is not None and pos >= next_report:
@@ -492,6 +497,3 @@ def _in_line(e: Refused, line: str, line_no: int) -> Refused:
     e.line = line_no + (e.line - 1 if at >= 0 and e.line else 0)
     return e
 
-
-_FEW = 4096  # characters of value names on an op line up to which they are read as one list
-_FEW_QUOTES = range(2, 34, 2)  # the quotes of an op's strings, where its attribute text is known by its skeleton
