@@ -75,7 +75,6 @@ class Operation:
     def loc(self, loc: tuple[int, int] | None) -> None:
         self._line, self._col = (None, None) if loc is None else loc
 
-    # -- operands ----------------------------------------------------------------------------
     def _add_operand(self, v: Value | None) -> None:
         idx = len(self._operands)
         if not idx:
@@ -118,7 +117,6 @@ class Operation:
             if v is not None:
                 v.uses.remove((self, i))
 
-    # -- results -----------------------------------------------------------------------------
     @property
     def result(self) -> OpResult:
         (r,) = self.results
@@ -132,16 +130,12 @@ class Operation:
         for r, v in zip(self.results, values):
             r.replace_all_uses_with(v)
 
-    # -- attributes ---------------------------------------------------------------------------
-    # A parsed op knows whether its attributes are still those of its source line (``_as_read``):
-    # the printer copies their text for an op whose operands or types changed (partition retypes
-    # most ops and renames their operands, leaving their attributes alone).  The parser may leave
+    # Attributes: a parsed op knows whether they are still those of its source line (``_as_read``):
+    # the printer copies their text for an op whose operands or types changed.  The parser may leave
     # the dict unread (``_attrs`` None) where the text is known to read well (its shape was read
     # before, only its strings differ): ``_reader.read_attrs(src)`` builds it on first use,
-    # ``_reader.read_item(src, key)`` one item (op_dist_attr: what the passes ask of every op).
-    # Attributes set or deleted on a parsed op later are edits of its line (``_edits``: key ->
-    # value, _ABSENT where deleted): the rest may stay unread, the printer copies the line's text
-    # with those items replaced.  Attribute dicts are never changed in place.
+    # ``_reader.read_item(src, key)`` one item (op_dist_attr).  Attributes set or deleted later are
+    # edits of its line (``_edits``: key -> value, _ABSENT where deleted; the printer splices them).
     def _read_attrs(self) -> dict[str, Attribute]:
         d = self._reader.read_attrs(self.src)  # type: ignore[union-attr]
         for k, v in (self._edits or {}).items():
@@ -226,7 +220,6 @@ class Operation:
         else:
             self.set_attr("op_dist_attr", a)
 
-    # -- structure ---------------------------------------------------------------------------
     def add_region(self, r: "Region") -> None:
         r.parent = self
         if not self.regions:
@@ -257,13 +250,8 @@ class Operation:
                 user.set_operand(idx, None)
         self.erase()
 
-    @property
-    def prev(self) -> "Operation | None":
-        return self._prev
-
-    @property
-    def next(self) -> "Operation | None":
-        return self._next
+    prev = property(lambda self: self._prev, doc="The op before it in its block (None: the first).")
+    next = property(lambda self: self._next, doc="The op after it in its block (None: the last).")
 
     def walk(self) -> Iterator["Operation"]:
         yield self
@@ -336,6 +324,16 @@ class Block:
 
     def append(self, op: Operation) -> Operation:
         return self._link(op, self._last, None)
+
+    def extend(self, ops: Sequence[Operation]) -> None:
+        """Append new ops (in no block yet) at the end, in order, linked in one pass (the parser's runs)."""
+        if ops:
+            last = self._last
+            for op, p, n in zip(ops, (last, *ops), (*ops[1:], None)):
+                op.parent, op._prev, op._next = self, p, n
+            if last is not None:
+                last._next = ops[0]
+            self._first, self._last, self._len, self._cache = self._first or ops[0], ops[-1], self._len + len(ops), None
 
     def prepend(self, op: Operation) -> Operation:
         return self._link(op, None, self._first)

@@ -298,10 +298,9 @@ class FastParser:
         attr_dict = self.attr_dict
         unread = self.attr_dict_or_unread
         reader = self.unread
-        build = b.build_line
         unsorted = self.unsorted
         sorted_ok = True
-        regular = True  # every op read by build_line (what the facts are found for)
+        regular = True  # every op read by read_run (what the facts are found for)
         step = max(1 << 16, n // 100)
         next_report = step
         last = (i, pos)  # the last top-level op line read: where the grammar resumes at the end
@@ -359,10 +358,11 @@ class FastParser:
                                         skeletons[skeleton] = d, t_in, t_out
                                 elif '"' not in tail:
                                     tails.keep(tail, (d, t_in, t_out))
-                        op = build(res, name, int(oid) if oid else None, opnds,
-                                   d, t_in, t_out, i + 1, ind, line, block, reader)
-                        if unsorted and d is not None and id(d) in unsorted:
-                            sorted_ok = False
+                        r = read_run(text, pos, i, 0, HEAD, block, b, tails, skeletons, reader, unsorted,
+                                     ((ind, res, name, oid, opnds), (d, t_in, t_out), line, e))
+                        if r[4] is None:
+                            raise ValueError(line[:80])  # (the grammar reads it: an undefined value, ...)
+                        op, sorted_ok = r[4], sorted_ok and not r[3]
                         if pre:
                             op.pre = pre
                             pre = []

@@ -1,11 +1,12 @@
-"""Name resolution: the one :class:`Builder` both parser paths create operations through (nested
-value scopes, operand/result checks, block arguments learnt at their first use)."""
+"""Name resolution: the :class:`Builder` both parser paths create operations through (nested
+value scopes, operand/result checks, block arguments learnt at their first use); the fast path's
+ordinary op lines are built in its scopes by :func:`distc.syntax.parser.runs.read_run`."""
 
 from __future__ import annotations
 
 import re
 
-from ...ir.core import BlockArgument, Block, Operation, OpResult, Value
+from ...ir.core import Block, BlockArgument, Operation, Value
 from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
 
@@ -16,7 +17,7 @@ class Builder:
     def __init__(self) -> None:
         self.scopes: list[dict[str, Value]] = [{}]
         self.top: Block | None = None
-        # the results read by build_line are %0, %1, ... in order, the others plain names (the
+        # the results read by runs.read_run are %0, %1, ... in order, the others plain names (the
         # print style's ``renumber``: see distc.syntax.parser.detect_style)
         self.canonical = True
         self.numbered = 0
@@ -102,112 +103,6 @@ class Builder:
             self.define(rname, r, rl, rc)
         return op
 
-    def build_line(self, res: str, name: str, op_id: int | None, opnds: str, attrs: dict | None,
-                   in_types: list, out_types: list, line: int, indent: str, src: str, block: Block,
-                   reader=None) -> Operation:
-        """:meth:`build` for the fast path's ordinary op line (``sig`` "full", no regions, no
-        keywords, no inline block arguments), with the least work: ``res`` and ``opnds`` are the
-        line's result and operand lists as printed (``%a, %b``; operands also ``<<NULL VALUE>>``),
-        already checked by the line's regular expression; the op keeps ``src`` as its clean source
-        line and is appended to ``block``; ``attrs`` None leaves its attribute text unread until
-        asked (``reader.read_attrs(src)`` reads it then).  Anything wrong raises (the fast path
-        then lets the grammar read the line again, for its located message); nothing is defined,
-        used or appended then."""
-        results = res[1:].split(", %") if res else ()
-        if not opnds:
-            operands: list | tuple = ()
-        elif "<" in opnds:  # (no value name holds '<')
-            operands = [None if o == "<<NULL VALUE>>" else o[1:] for o in opnds.split(", ")]
-        else:
-            operands = opnds[1:].split(", %")  # (no value name holds ',' or ' ')
-        if len(out_types) != len(results) or len(in_types) != len(operands):
-            return self.build([(r, line, 0) for r in results], name, op_id,  # (raises: the counts differ)
-                              [(o, None, line, 0) for o in operands], attrs, in_types, out_types, "full", (), line,
-                              len(indent) + 1)
-        scopes = self.scopes
-        get = scopes[0].get if len(scopes) == 1 else self.lookup
-        # the object ``Operation(name, values, out_types, attrs, op_id=..., result_names=...)``
-        # builds, with ``loc``, ``src`` and ``indent`` set, made with the least work (a dump is
-        # many thousands of ops): slot by slot, as ``Operation.__init__`` fills them (shared empty
-        # tuples where it keeps them)
-        op = _NEW(Operation)
-        values: list[Value | None] = []
-        i = 0
-        try:
-            for vname, t in zip(operands, in_types):
-                if vname is None:
-                    if t is not NULL_TYPE:
-                        raise ValueError(vname)
-                    values.append(None)
-                    i += 1
-                    continue
-                v = get(vname)
-                if v is None:
-                    raise ValueError(vname)
-                if t is not v._type:
-                    if v._type is NULL_TYPE and _untyped(v):
-                        v._type = t
-                    elif t != v._type:
-                        raise ValueError(vname)
-                if v.uses:  # (_add_use, inline)
-                    v.uses.append((op, i))
-                else:
-                    v.uses = [(op, i)]
-                values.append(v)
-                i += 1
-            for rname in results:
-                if get(rname) is not None:
-                    raise ValueError(rname)
-            if len(results) > 1 and len(set(results)) != len(results):
-                raise ValueError(name)
-        except ValueError:
-            for k, v in enumerate(values):  # (the uses added so far)
-                if v is not None:
-                    v.uses.remove((op, k))
-            raise
-        op.name = name
-        op.op_id = op_id
-        op._operands = values if values else ()
-        op.operand_keywords = ()
-        scope = scopes[-1]
-        res_ = []
-        for rname, t in zip(results, out_types):
-            r = _NEW(OpResult)
-            r._type = t
-            r.uses = ()
-            r.name = rname
-            r.op = op
-            res_.append(r)
-            scope[rname] = r
-        if self.canonical:
-            for rname in results:
-                if rname.isdigit():
-                    if rname != str(self.numbered):
-                        self.canonical = False
-                        break
-                    self.numbered += 1
-                elif not _NAMED.fullmatch(rname):
-                    self.canonical = False
-                    break
-        op.results = res_
-        op._attrs = attrs
-        op._as_read = True
-        op._reader = reader
-        op._dist = None
-        op._edits = None
-        op.regions = ()
-        op._line = line
-        op._col = len(indent) + 1
-        op.src = src
-        op.indent = indent
-        op.pre = ()
-        op.dirty = False
-        op.sig = "full"
-        op.parent = None
-        op._prev = op._next = None
-        block.append(op)
-        return op
-
 
 VALUE = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
 VALUE_OR_NULL = rf"(?:{VALUE}|<<NULL VALUE>>)"
@@ -243,10 +138,6 @@ class Named:
         else:
             for m in _ONE_VALUE.finditer(self.text):
                 yield (m.group(1), line, 0)
-
-
-_NEW = object.__new__
-_NAMED = re.compile(r"[A-Za-z_][\w.@]*")
 
 
 def _untyped(v: Value) -> bool:

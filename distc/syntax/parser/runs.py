@@ -5,11 +5,12 @@ A dump is mostly a run of ordinary op lines at the top level: ``(%r, ...) = "nam
 (the line's tail after its head) were read before, by an op line of the same kind (the fast
 path's tail cache, or its skeleton for lines that differ only in their strings).  This module
 reads such a run without a call per op: each line is matched, its op built slot by slot (what
-:meth:`Builder.build_line <distc.syntax.parser.names.Builder.build_line>` builds), linked after
-the last and its results defined, in one loop.  It stops at the first line that is anything else
-(a comment, a region, a line it cannot read, a use of an undefined value or a value of another
-type, a name defined twice, a tail it has not seen): the fast path's line loop reads that line
-with its own checks and messages, then hands over again."""
+``Operation(...)`` builds), linked after the last and its results defined, in one loop.  It stops
+at the first line that is anything else (a comment, a region, a line it cannot read, a use of an
+undefined value or a value of another type, a name defined twice, a tail it has not seen): the
+fast path's line loop reads that line, then hands over again.  The line loop builds the other
+ordinary op lines it reads (the first of a kind, those inside regions, joined lines) here too,
+one at a time (``first``); where one cannot be built, the grammar reads the line, for its message."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from sys import intern
 
 from ...ir.core import Operation, OpResult
 from ...ir.types import NULL_TYPE
+from .names import _untyped
 from .texts import CACHE_TEXT
 
 _NEW = object.__new__
@@ -27,47 +29,56 @@ _FEW_QUOTES = range(2, 34, 2)  # the quotes of an op's strings, where its attrib
 
 
 def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tails, skeletons, reader,
-             unsorted: dict) -> tuple:
-    """Read the ordinary top-level op lines from offset ``pos`` (line ``i``, 0-based) up to the
-    first other line or offset ``limit``, appending their ops to ``block`` (the top block:
-    ``builder``'s only scope).  ``head``: the fast path's op-head regex's ``match``; ``tails``,
-    ``skeletons``: its caches of tails read (see :class:`~distc.syntax.parser.fast.FastParser`).
-    Returns ``(offset of the line not read, its 0-based number, (line, offset) of the last op
-    read or None, whether an attribute dict read has its keys out of order)``."""
+             unsorted: dict, first: tuple | None = None) -> tuple:
+    """Read the ordinary op lines from offset ``pos`` (line ``i``, 0-based) up to the first other
+    line or offset ``limit``, appending their ops to ``block`` (``builder``'s innermost scope's).
+    ``head``: the fast path's op-head regex's ``match``; ``tails``, ``skeletons``: its caches of
+    tails read (see :class:`~distc.syntax.parser.fast.FastParser`).  ``first``: the op line at
+    ``pos`` as the caller read it, built alone: ``((indent, results, name, id, operands) as
+    printed, (attribute dict or None: unread, input types, output types), line text, offset of
+    its end)`` (an op line of few value names; joined lines too).  Returns ``(offset of the line
+    not read, its 0-based number, (line, offset) of the last op read or None, whether an
+    attribute dict read has its keys out of order, the last op read or None)``."""
     find = text.find
-    scope = builder.scopes[0]
-    get = scope.get
+    scopes = builder.scopes
+    scope = scopes[-1]
+    get = scope.get if len(scopes) == 1 else builder.lookup
     tget = tails.get
     sget = skeletons.get
-    prev = block._last
-    count = 0
+    ops: list = []  # (linked to the block at the end)
+    add = ops.append
     names: list[str] = []
     extend = names.extend if builder.canonical else None
     out_of_order = False
     last = -1
     indent, col = "", 1
     limit = min(limit, text.rfind("\n") + 1)  # (each line read ends in a newline)
-    while pos < limit:
-        e = find("\n", pos)
-        line = text[pos:e]
-        hm = head(line)
-        if hm is None:
-            break
-        h = hm.end()
-        if h >= _FEW or e - pos - h >= CACHE_TEXT:  # (few value names: fewer characters in the head)
-            break
-        tail = line[h:]
-        got = tget(tail)
-        if got is None:  # (a tail of strings of one piece each: by its skeleton, the strings emptied)
-            q = tail.count('"')
-            if q == 2 and "\\" not in tail:  # ('""'.join(tail.split('"')[::2]) for one string)
-                got = sget(tail[:tail.find('"') + 1] + tail[tail.rfind('"'):])
-            elif q in _FEW_QUOTES and "\\" not in tail:
-                got = sget('""'.join(tail.split('"')[::2]))
-            if got is None:
+    one = first is not None
+    while one or pos < limit:
+        if one:
+            (ind, res, name, oid, opnds), (d, t_in, t_out), line, e = first  # type: ignore[misc]
+            one, limit = False, 0  # (that op alone)
+        else:
+            e = find("\n", pos)
+            line = text[pos:e]
+            hm = head(line)
+            if hm is None:
                 break
-        ind, res, name, oid, opnds = hm.groups()
-        d, t_in, t_out = got
+            h = hm.end()
+            if h >= _FEW or e - pos - h >= CACHE_TEXT:  # (few value names: fewer characters in the head)
+                break
+            tail = line[h:]
+            got = tget(tail)
+            if got is None:  # (a tail of strings of one piece each: by its skeleton, the strings emptied)
+                q = tail.count('"')
+                if q == 2 and "\\" not in tail:  # ('""'.join(tail.split('"')[::2]) for one string)
+                    got = sget(tail[:tail.find('"') + 1] + tail[tail.rfind('"'):])
+                elif q in _FEW_QUOTES and "\\" not in tail:
+                    got = sget('""'.join(tail.split('"')[::2]))
+                if got is None:
+                    break
+            ind, res, name, oid, opnds = hm.groups()
+            d, t_in, t_out = got
         results = res[1:].split(", %") if res else ()
         if not opnds:
             operands: list | tuple = ()
@@ -77,14 +88,13 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
             operands = opnds[1:].split(", %")  # (no value name holds ',' or ' ')
         if len(t_out) != len(results) or len(t_in) != len(operands):
             break
-        if results:
+        if results:  # (none defined before, in any scope; none twice)
             if len(results) == 1:
-                if results[0] in scope:
+                if get(results[0]) is not None:
                     break
-            elif not scope.keys().isdisjoint(results) or len(set(results)) != len(results):
+            elif len(set(results)) != len(results) or any(map(get, results)):
                 break
-        # the op, as build_line makes it
-        op = _NEW(Operation)
+        op = _NEW(Operation)  # (what Operation(...) makes, slot by slot: shared empty tuples where it keeps them)
         values: list = []
         k = 0
         for vname, t in zip(operands, t_in):
@@ -94,8 +104,13 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
                 values.append(None)
             else:
                 v = get(vname)
-                if v is None or t is not v._type and (v._type is NULL_TYPE or t != v._type):
-                    break  # (undefined, another type, or a block argument's type learnt here: the line loop's)
+                if v is None:
+                    break
+                if t is not v._type:
+                    if v._type is NULL_TYPE and _untyped(v):
+                        v._type = t  # (block arguments print no type: learnt from the first use)
+                    elif t != v._type:
+                        break
                 if v.uses:
                     v.uses.append((op, k))
                 else:
@@ -138,33 +153,23 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
         op.pre = ()
         op.dirty = False
         op.sig = "full"
-        op.parent = block
-        op._prev = prev
-        op._next = None
-        if prev is None:
-            block._first = op
-        else:
-            prev._next = op
-        prev = op
-        count += 1
+        add(op)
         if unsorted and d is not None and id(d) in unsorted:
             out_of_order = True
         last = pos
         i += 1
         pos = e + 1
-    if count:
-        block._last = prev
-        block._len += count
-        block._cache = None
-        tails.hits += count
+    if ops:
+        block.extend(ops)
+        tails.hits += len(ops) - (first is not None)
         if extend is not None:
             _numbering(builder, names)
-    return pos, i, (i - 1, last) if count else None, out_of_order
+    return pos, i, (i - 1, last) if ops else None, out_of_order, ops[-1] if ops else None
 
 
 def _numbering(builder, names: list[str]) -> None:
     """Whether the results ``names`` (in order) keep ``builder``'s numbering canonical: %0, %1, ...
-    in order, the others plain names (what build_line checks result by result)."""
+    in order, the others plain names."""
     n = builder.numbered
     if names == list(map(str, range(n, n + len(names)))):
         builder.numbered = n + len(names)
