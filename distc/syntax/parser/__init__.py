@@ -28,7 +28,7 @@ from .fast import FastParser, _Fallback, _Resume
 from .leaves import Refused, check_nesting
 from .full import FullParser
 from .names import Builder
-from .programs import normalize_newlines, program_core, program_spans, span_lines
+from .programs import _opener, normalize_newlines, program_core, program_spans, span_lines
 
 __all__ = ["Builder", "FastParser", "FullParser", "collector_off", "detect_style", "parse", "parse_program",
            "parse_programs"]
@@ -40,11 +40,22 @@ def parse(text: str, filename: str | None = None, *, fast: bool = True, progress
 
     ``progress``, if given, is called now and then with the number of characters read."""
     text, newline = normalize_newlines(text)
+    if fast:  # (an ordinary dump: its one program found while the fast path reads it)
+        prog = _parse_one(text, filename, fast, progress, newline, whole=lambda: _one_program(text))
+        if prog is not None:
+            return prog
     cores: list = []
     spans = program_spans(text, cores)
     if len(spans) > 1:
         raise _several(text, spans, filename)
     return _parse_span(text, 0, len(text), filename, fast, newline, progress, core=cores[0])
+
+
+def _one_program(text: str) -> bool:
+    """Whether :func:`parse` reads ``text`` as one program spanning it all (one span, from its
+    opening line to its closing one: no log text around)."""
+    cores: list = []
+    return len(program_spans(text, cores)) == 1 and cores[0] == (0, len(text)) and "{" in text
 
 
 def parse_programs(text: str, filename: str | None = None, *, fast: bool = True) -> list[Program]:
@@ -149,19 +160,28 @@ def collector_off() -> Iterator[None]:
 
 
 def _parse_one(text: str, filename, fast: bool, progress, newline: str,
-               fast_parser: FastParser | None = None) -> Program:
+               fast_parser: FastParser | None = None, whole=None) -> Program | None:
+    """The program ``text`` holds (all of it: no log text around); with ``whole``, None where
+    ``whole()`` says it is not that (called only where the fast path did not find it so)."""
     with collector_off():
-        return _parse_one_body(text, filename, fast, progress, newline, fast_parser)
+        return _parse_one_body(text, filename, fast, progress, newline, fast_parser, whole)
 
 
 def _parse_one_body(text: str, filename, fast: bool, progress, newline: str,
-                    fast_parser: FastParser | None) -> Program:
+                    fast_parser: FastParser | None, whole=None) -> Program | None:
     prog = None
     facts = None
     if fast:
         try:
             fp = fast_parser or FastParser()
-            prog = fp.parse(text, filename, progress)
+            try:  # (with ``whole``: read as one program by the fast path, or found one now; else the caller's way)
+                prog = fp.parse(text, filename, progress)
+            except Exception:
+                if whole is not None and not whole():
+                    return None
+                raise
+            if whole is not None and not (fp.whole and _opener(text, 0, len(text)) == 0) and not whole():
+                return None
             facts = fp.facts
         except _Resume as r:  # the grammar reads on from the line the fast path does not know
             try:

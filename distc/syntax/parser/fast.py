@@ -13,8 +13,9 @@ from .leaves import (
     _BRACES, MAX_NESTING, Refused, _fast_op_dist, _fast_type_list, _number_list, _simple_item, _split_general,
     check_nesting,
 )
-from .runs import _FEW, _FEW_QUOTES, read_run
-from .names import OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named
+from .names import (
+    _FEW, _FEW_QUOTES, OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named, read_run,
+)
 from .texts import (
     CACHE_TEXT, Cache as _Cache, Unread, from_skeleton, item_span, joined_line, keep_skeleton,
     kwarg_lines as _kwarg_lines, skeleton_of, split_plain as _split_plain,
@@ -124,6 +125,7 @@ class FastParser:
         # (the print style's numbering and key order, found while reading a program of ordinary op
         # lines: see detect_style), or None
         self.facts: tuple[bool, bool] | None = None
+        self.whole = False  # the text read: its first line opens, its last closes, no other starts with '}'
 
     @property
     def _lark(self):
@@ -258,7 +260,7 @@ class FastParser:
 
     def parse(self, text: str, filename: str | None, progress=None) -> Program:
         self.unread = Unread(self)
-        self.facts = None
+        self.facts, self.whole = None, False
         try:
             return self._parse(text, filename, progress)
         finally:
@@ -304,7 +306,8 @@ class FastParser:
         step = max(1 << 16, n // 100)
         next_report = step
         last = (i, pos)  # the last top-level op line read: where the grammar resumes at the end
-        ran = False  # the line at pos is where a run of ordinary top-level op lines stopped (see runs.py)
+        ran = False  # the line at pos is where a run of ordinary top-level op lines stopped (see read_run)
+        whole = True  # no line but the last starts with '}' (and no op line spans several)
         while pos < n:
             if not (stack or pre or ran) and (r := read_run(text, pos, i, next_report if progress else n, HEAD, block,
                                                             b, tails, skeletons, reader, unsorted))[2] is not None:
@@ -339,6 +342,7 @@ class FastParser:
             span = 1
             if m is None and '"' in line and not _TRIVIA.fullmatch(line) and not REG(line):
                 m, e = joined_line(text, pos, e, OP)  # raw newlines inside a string
+                whole = False
                 if m is not None:
                     line = text[pos:e]
                     span = line.count("\n") + 1
@@ -350,13 +354,14 @@ class FastParser:
                     if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
                         if got is not None:
                             d, t_in, t_out = got
-                        else:
+                        else:  # (a tail of strings is kept once its attribute text comes back: read before)
+                            known = self.attr_dicts.get(attrs) if tail is not None and '"' in tail else None
                             d, t_in, t_out = unread(attrs), types(tin), types(tout or "")
                             if span == 1 and tail is not None:
-                                if skeleton is not None:
-                                    if d is None and len(skeletons) < _FEW:
+                                if skeleton is not None and d is None:
+                                    if len(skeletons) < _FEW:
                                         skeletons[skeleton] = d, t_in, t_out
-                                elif '"' not in tail:
+                                elif '"' not in tail or known is not None and d is known:
                                     tails.keep(tail, (d, t_in, t_out))
                         r = read_run(text, pos, i, 0, HEAD, block, b, tails, skeletons, reader, unsorted,
                                      ((ind, res, name, oid, opnds), (d, t_in, t_out), line, e))
@@ -384,7 +389,7 @@ class FastParser:
                             attr_dict(attrs), t_in, t_out, "full", (), i + 1, len(ind) + 1,
                         )
                 except Refused as e:
-                    raise _in_line(e, line, i + 1) from None
+                    raise e.in_line(line, i + 1) from None
                 except Exception:  # noqa: BLE001 - a line it cannot read: the grammar reads on from it
                     if stack:
                         raise
@@ -431,6 +436,7 @@ class FastParser:
                 b.push()
                 continue
             if _ELSE.fullmatch(line) and stack:
+                whole = whole and line[0] != "}"
                 regions = stack[-1][1]
                 block.post = pre
                 pre = []
@@ -449,7 +455,9 @@ class FastParser:
                     prog.tail = text[start:]
                     if _NON_TRIVIA.search(text, min(pos, n)) is not None:
                         raise _Fallback
+                    self.whole = whole and line[0] == "}" and pos >= n
                     break
+                whole = whole and line[0] != "}"
                 b.pop()
                 (ind, res, name, oid, opnds, attrs, tout), regions, parent, hline, hpre, hline_no = stack.pop()
                 regions[-1].close_src = line
@@ -461,7 +469,7 @@ class FastParser:
                         attr_dict(attrs), None, types(tout), "results", regions, hline_no, len(ind) + 1,
                     )
                 except Refused as e:
-                    raise _in_line(e, hline, hline_no) from None
+                    raise e.in_line(hline, hline_no) from None
                 except Exception:  # noqa: BLE001 - as for an op line
                     if stack:
                         raise
@@ -488,12 +496,4 @@ class FastParser:
         if regular:
             self.facts = b.canonical, sorted_ok and not reader.unsorted
         return prog
-
-
-def _in_line(e: Refused, line: str, line_no: int) -> Refused:
-    """A :class:`Refused` found in a piece of an op line, located in the file."""
-    at = line.find(e.where) if e.where else -1
-    e.col = at + (e.col or 1) if at >= 0 and e.line == 1 else None
-    e.line = line_no + (e.line - 1 if at >= 0 and e.line else 0)
-    return e
 

@@ -38,6 +38,13 @@ class Refused(DiagnosticError):
 
     where: str | None = None
 
+    def in_line(self, line: str, line_no: int) -> "Refused":
+        """Itself, found in a piece of an op line, located in the file."""
+        at = line.find(self.where) if self.where else -1
+        self.col = at + (self.col or 1) if at >= 0 and self.line == 1 else None
+        self.line = line_no + (self.line - 1 if at >= 0 and self.line else 0)
+        return self
+
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*+"')
 _DEPTH = str.maketrans({"[": "\x01", "{": "\x01", "(": "\x01", "]": "\xff", "}": "\xff", ")": "\xff"})

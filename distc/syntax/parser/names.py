@@ -1,14 +1,29 @@
-"""Name resolution: the :class:`Builder` both parser paths create operations through (nested
-value scopes, operand/result checks, block arguments learnt at their first use); the fast path's
-ordinary op lines are built in its scopes by :func:`distc.syntax.parser.runs.read_run`."""
+"""Name resolution and building ops: the :class:`Builder` both parser paths create operations
+through (nested value scopes, operand/result checks, block arguments learnt at their first use),
+and :func:`read_run`, which builds the fast path's ordinary op lines in its scopes.
+
+Runs of ordinary op lines: a dump is mostly a run of ordinary op lines at the top level:
+``(%r, ...) = "name" [id:N] (%a, ...) {attributes} : (types) -> types``, one a line, of few value
+names, whose attributes and types (the line's tail after its head) were read before, by an op line
+of the same kind (the fast path's tail cache, or its skeleton for lines that differ only in their
+strings).  :func:`read_run` reads such a run without a call per op: each line is matched, its op
+built slot by slot (what ``Operation(...)`` builds), its results defined, in one loop, the ops
+linked at the end.  It stops at the first line that is anything else (a comment, a region, a line
+it cannot read, a use of an undefined value or a value of another type, a name defined twice, a
+tail it has not seen): the fast path's line loop reads that line, then hands over again.  The line
+loop builds the other ordinary op lines it reads (the first of a kind, those inside regions,
+joined lines) here too, one at a time (``first``); where one cannot be built, the grammar reads
+the line, for its message."""
 
 from __future__ import annotations
 
 import re
+from sys import intern
 
-from ...ir.core import Block, BlockArgument, Operation, Value
+from ...ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
+from .texts import CACHE_TEXT
 
 
 class Builder:
@@ -17,7 +32,7 @@ class Builder:
     def __init__(self) -> None:
         self.scopes: list[dict[str, Value]] = [{}]
         self.top: Block | None = None
-        # the results read by runs.read_run are %0, %1, ... in order, the others plain names (the
+        # the results read by read_run are %0, %1, ... in order, the others plain names (the
         # print style's ``renumber``: see distc.syntax.parser.detect_style)
         self.canonical = True
         self.numbered = 0
@@ -147,3 +162,167 @@ def _untyped(v: Value) -> bool:
         return True
     owner = v.owner
     return owner is not None and owner.sig == "none"
+
+
+_NEW = object.__new__
+_NAMED = re.compile(r"[A-Za-z_][\w.@]*")
+_FEW = 4096  # characters of value names on an op line up to which they are read as one list
+_FEW_QUOTES = range(2, 34, 2)  # the quotes of an op's strings, where its attribute text is known by its skeleton
+
+
+def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tails, skeletons, reader,
+             unsorted: dict, first: tuple | None = None) -> tuple:
+    """Read the ordinary op lines from offset ``pos`` (line ``i``, 0-based) up to the first other
+    line or offset ``limit``, appending their ops to ``block`` (``builder``'s innermost scope's).
+    ``head``: the fast path's op-head regex's ``match``; ``tails``, ``skeletons``: its caches of
+    tails read (see :class:`~distc.syntax.parser.fast.FastParser`).  ``first``: the op line at
+    ``pos`` as the caller read it, built alone: ``((indent, results, name, id, operands) as
+    printed, (attribute dict or None: unread, input types, output types), line text, offset of
+    its end)`` (an op line of few value names; joined lines too).  Returns ``(offset of the line
+    not read, its 0-based number, (line, offset) of the last op read or None, whether an
+    attribute dict read has its keys out of order, the last op read or None)``."""
+    find = text.find
+    scopes = builder.scopes
+    scope = scopes[-1]
+    get = scope.get if len(scopes) == 1 else builder.lookup
+    tget = tails.get
+    sget = skeletons.get
+    ops: list = []  # (linked to the block at the end)
+    add = ops.append
+    names: list[str] = []
+    extend = names.extend if builder.canonical else None
+    out_of_order = False
+    last = -1
+    indent, col = "", 1
+    limit = min(limit, text.rfind("\n") + 1)  # (each line read ends in a newline)
+    one = first is not None
+    while one or pos < limit:
+        if one:
+            (ind, res, name, oid, opnds), (d, t_in, t_out), line, e = first  # type: ignore[misc]
+            one, limit = False, 0  # (that op alone)
+        else:
+            e = find("\n", pos)
+            line = text[pos:e]
+            hm = head(line)
+            if hm is None:
+                break
+            h = hm.end()
+            if h >= _FEW or e - pos - h >= CACHE_TEXT:  # (few value names: fewer characters in the head)
+                break
+            tail = line[h:]
+            got = tget(tail)
+            if got is None:  # (a tail of strings of one piece each: by its skeleton, the strings emptied)
+                q = tail.count('"')
+                if q == 2 and "\\" not in tail:  # ('""'.join(tail.split('"')[::2]) for one string)
+                    got = sget(tail[:tail.find('"') + 1] + tail[tail.rfind('"'):])
+                elif q in _FEW_QUOTES and "\\" not in tail:
+                    got = sget('""'.join(tail.split('"')[::2]))
+                if got is None:
+                    break
+            ind, res, name, oid, opnds = hm.groups()
+            d, t_in, t_out = got
+        results = res[1:].split(", %") if res else ()
+        if not opnds:
+            operands: list | tuple = ()
+        elif "<" in opnds:  # (no value name holds '<')
+            operands = [None if o == "<<NULL VALUE>>" else o[1:] for o in opnds.split(", ")]
+        else:
+            operands = opnds[1:].split(", %")  # (no value name holds ',' or ' ')
+        if len(t_out) != len(results) or len(t_in) != len(operands):
+            break
+        if results:  # (none defined before, in any scope; none twice)
+            if len(results) == 1:
+                if get(results[0]) is not None:
+                    break
+            elif len(set(results)) != len(results) or any(map(get, results)):
+                break
+        op = _NEW(Operation)  # (what Operation(...) makes, slot by slot: shared empty tuples where it keeps them)
+        values: list = []
+        k = 0
+        for vname, t in zip(operands, t_in):
+            if vname is None:
+                if t is not NULL_TYPE:
+                    break
+                values.append(None)
+            else:
+                v = get(vname)
+                if v is None:
+                    break
+                if t is not v._type:
+                    if v._type is NULL_TYPE and _untyped(v):
+                        v._type = t  # (block arguments print no type: learnt from the first use)
+                    elif t != v._type:
+                        break
+                if v.uses:
+                    v.uses.append((op, k))
+                else:
+                    v.uses = [(op, k)]
+                values.append(v)
+            k += 1
+        if k != len(operands):
+            for k, v in enumerate(values):  # (the uses added)
+                if v is not None:
+                    v.uses.remove((op, k))
+            break
+        op.name = intern(name)
+        op.op_id = int(oid) if oid else None
+        op._operands = values or ()
+        op.operand_keywords = ()
+        res_ = []
+        for rname, t in zip(results, t_out):
+            r = _NEW(OpResult)
+            r._type = t
+            r.uses = ()
+            r.name = rname
+            r.op = op
+            res_.append(r)
+            scope[rname] = r
+        if extend is not None:
+            extend(results)
+        op.results = res_
+        op._attrs = d
+        op._as_read = True
+        op._reader = reader
+        op._dist = None
+        op._edits = None
+        op.regions = ()
+        if ind != indent:
+            indent, col = intern(ind), len(ind) + 1
+        op._line = i + 1
+        op._col = col
+        op.src = line
+        op.indent = indent
+        op.pre = ()
+        op.dirty = False
+        op.sig = "full"
+        add(op)
+        if unsorted and d is not None and id(d) in unsorted:
+            out_of_order = True
+        last = pos
+        i += 1
+        pos = e + 1
+    if ops:
+        block.extend(ops)
+        tails.hits += len(ops) - (first is not None)
+        if extend is not None:
+            _numbering(builder, names)
+    return pos, i, (i - 1, last) if ops else None, out_of_order, ops[-1] if ops else None
+
+
+def _numbering(builder, names: list[str]) -> None:
+    """Whether the results ``names`` (in order) keep ``builder``'s numbering canonical: %0, %1, ...
+    in order, the others plain names."""
+    n = builder.numbered
+    if names == list(map(str, range(n, n + len(names)))):
+        builder.numbered = n + len(names)
+        return
+    for rname in names:
+        if rname.isdigit():
+            if rname != str(n):
+                builder.canonical = False
+                break
+            n += 1
+        elif not _NAMED.fullmatch(rname):
+            builder.canonical = False
+            break
+    builder.numbered = n
