@@ -222,3 +222,45 @@ def test_mutable_defaults_refused_and_cycles_shown_as_dataclass(opts):
     r.edges.append(R("b", [r]))
     d.edges.append(D("b", [d]))
     assert repr(r) == repr(d) == "Node(name='a', edges=[..., Node(name='b', edges=[...])])"
+
+
+def test_compiled_methods_are_made_on_first_call_from_any_thread():
+    """``__init__`` (and a frozen record's ``__eq__``/``__hash__``) are compiled when first called,
+    not when the class is made (a run defines records it never makes): until then the class holds
+    stand-ins; 8 threads making, comparing and hashing at once get what one thread gets; a plain
+    subclass reaching the stand-in first (``super().__init__``) gets the record's method."""
+    import threading
+
+    @record(frozen=True, slots=True)
+    class Key:
+        a: int
+        b: str = "x"
+
+    @record
+    class Box:
+        items: list = field(default_factory=list)
+        n: int = 0
+
+    class Sub(Box):
+        def __init__(self, n):
+            super().__init__(n=n)
+            self.extra = n + 1
+
+    assert Key.__init__.__code__.co_filename == records.__file__  # (a stand-in: nothing compiled yet)
+    barrier, out = threading.Barrier(8), {}
+
+    def job(k):
+        barrier.wait()
+        out[k] = (Key(k % 2), Key(k % 2) == Key(k % 2, "x"), hash(Key(k % 2)), Box(n=k).n, Sub(k).extra)
+
+    threads = [threading.Thread(target=job, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == {k: (Key(k % 2), True, hash((k % 2, "x")), k, k + 1) for k in range(8)}
+    assert Key.__init__.__code__.co_filename == "<string>" and Key.__hash__.__code__.co_filename == "<string>"
+    assert Key.__init__.__qualname__.endswith("Key.__init__") and Key.__init__.__defaults__ == ("x",)
+    assert Sub(3).items == [] and Sub(3).items is not Sub(3).items
+    with pytest.raises(TypeError):
+        Key()

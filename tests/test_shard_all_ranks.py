@@ -177,8 +177,8 @@ def test_workers_of_a_quiet_run_send_no_collective_records(tmp_path, monkeypatch
 
     real = sr._sent
 
-    def spy(res, records):  # (in the worker: what it sends, kept in a file)
-        out = real(res, records)
+    def spy(res, records, texts):  # (in the worker: what it sends, kept in a file)
+        out = real(res, records, texts)
         (tmp_path / f"sent.{os.getpid()}.pkl").write_bytes(pickle.dumps(out))
         return out
 

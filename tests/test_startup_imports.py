@@ -56,6 +56,9 @@ NOT_NEEDED = {
     "pkgutil": "listing modules: os.listdir does",
     "gzip": "zlib reads the op list",
     "dataclasses": "distc.ir.records builds the classes with fields (a fifth of the cost)",
+    "distc.passes.shard_startup": "--startup",
+    "distc.analysis.memory": "the summary's memory tables (-q shows none)",
+    "copy": "weakref and a failing import of org.python.core with it (~1.5 ms): with_value copies a dict",
 }
 
 
@@ -65,8 +68,10 @@ NOT_NEEDED = {
 # bytecode; it saves walks of the whole program worth ~20 ms of CPU on mlp256; 82 again since
 # pipeline.reshard is imported first by the pipeline package (0.35 ms of -X importtime): imported when
 # used, 8 library threads making their first imports at once deadlocked in Python 3.11's package-init
-# locks (tests/test_pipeline_threads.py failed 2/2 at d0a682c, passes 6/6 with it))
-DISTC_MODULES = 82
+# locks (tests/test_pipeline_threads.py failed 2/2 at d0a682c, passes 6/6 with it); 81 since
+# passes.shard_startup and analysis.memory load only with a startup program / memory figures (and
+# pipeline.options holds ShardOptions): -0.9 and -0.7 ms of -X importtime)
+DISTC_MODULES = 81
 # the distributions other than distc and the standard library it imports (click is a test dependency only)
 OTHERS: set[str] = set()
 

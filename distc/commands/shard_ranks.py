@@ -16,7 +16,7 @@ import os
 
 from .. import cmdline
 from ..driver import WorkerFailed, fork_each
-from ..ir.records import field, record, replace
+from ..ir.records import field, record
 from ..outputs import Target
 from ..pipeline import RankResult, ShardPipeline, ShardResult
 from ..pipeline.inputs import format_ranks
@@ -168,12 +168,12 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
                 return None
             for x in (res, *(res.derived or {}).values()):  # (and the ranks derived from it)
                 targets[x.rank].write(out, x)
-            return _sent(res.detached(texts=before_commit is not None), records)
+            return _sent(res, records, texts=before_commit is not None)
 
         return fork_each(rs, work, jobs or default_jobs(_input_bytes(pipe.program)))
 
     try:
-        result = pipe.run(ranks, each=each)
+        result = pipe.run(ranks, each=each, records=records)
     except WorkerFailed as e:
         also = f" (and rank{'s' * (len(e.others) > 1)} {', '.join(map(str, e.others))})" if e.others else ""
         head = f"distc shard: rank {e.item} failed{also}; no output written"
@@ -186,13 +186,14 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
     return result
 
 
-def _sent(res: RankResult, records: bool) -> RankResult:
-    """A worker's detached result as sent back: its (and its derived ranks') collective records
-    dropped unless ``records``."""
-    if records:
-        return res
-    derived = None if res.derived is None else {r: _sent(x, False) for r, x in res.derived.items()}
-    return replace(res, collectives=None, derived=derived)
+def _sent(res: RankResult, records: bool, texts: bool) -> RankResult:
+    """A worker's result as sent back (:meth:`RankResult.detached`), its (and its derived ranks')
+    collective records dropped first unless ``records`` (not copied for nothing: mlp96's four
+    ranks 2,112 records, ~10 ms)."""
+    if not records:
+        for x in (res, *(res.derived or {}).values()):
+            x.collectives = None
+    return res.detached(texts=texts)
 
 
 def _input_bytes(prog) -> int:

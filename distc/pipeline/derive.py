@@ -28,6 +28,7 @@ derived texts to whole lowerings byte for byte.
 
 from __future__ import annotations
 
+from itertools import accumulate
 
 from ..ir.core import Program
 from ..ir.records import record
@@ -82,13 +83,20 @@ def sketch_of(replayer: Replayer, style, base: Program | None = None) -> tuple[S
     return sk, text
 
 
-def derive(base: Sketch, text: str, other: Sketch, split: list[str] | None = None) -> tuple[str, list] | None:
-    """The other rank's text and collective records, from the base rank's ``text`` (None: not
-    derivable, lower it whole; ``split``: ``text.split("\\n")``, made once for every rank, left
-    as it is)."""
+def line_ends(text: str) -> list[int]:
+    """Where each line of ``text`` ends (the offset of its newline, or the end), by line index."""
+    return [n + i for i, n in enumerate(accumulate(map(len, text.split("\n"))))]
+
+
+def derive(base: Sketch, text: str, other: Sketch, ends: list[int] | None = None,
+           records: bool = True) -> tuple[str, list | None] | None:
+    """The other rank's text and collective records (None unless ``records``), from the base
+    rank's ``text`` (None: not derivable, lower it whole; ``ends``: :func:`line_ends` of
+    ``text``, made once for every rank): the base text with the replaced parts of its lines cut
+    out and the rank's put in, joined once."""
     if not (base.complete and other.complete) or base.where is None or base.keys != other.keys:
         return None
-    lines = None
+    reps = []  # (start, end, new text) of each replaced line end
     for fp, bt in base.templates.items():
         ot = other.templates.get(fp)
         if bt is None or ot is None or bt[0] != ot[0] or bt[2] != ot[2]:
@@ -96,17 +104,25 @@ def derive(base: Sketch, text: str, other: Sketch, split: list[str] | None = Non
         for j, (ta, tb) in enumerate(zip(bt[1], ot[1])):
             if ta == tb:
                 continue
-            if lines is None:
-                lines = text.split("\n") if split is None else split.copy()
+            if ends is None:
+                ends = line_ends(text)
             cut = len(ta)
             for i in base.where.get((fp, j), ()):
-                ln = lines[i]
-                if not ln.endswith(ta):
+                e = ends[i]
+                if e < cut or not text.startswith(ta, e - cut, e):  # (the line ends with ta: no newline in ta)
                     return None
-                lines[i] = ln[:len(ln) - cut] + tb
-    records = [with_value(r, "line", line) for fp, line in zip(base.keys, base.lines)
-               for r in other.templates[fp][3]]
-    return (text if lines is None else "\n".join(lines)), records
+                reps.append((e - cut, e, tb))
+    recs = [with_value(r, "line", line) for fp, line in zip(base.keys, base.lines)
+            for r in other.templates[fp][3]] if records else None
+    if not reps:
+        return text, recs
+    reps.sort()
+    out, pos = [], 0
+    for a, e, tb in reps:
+        out += (text[pos:a], tb)
+        pos = e
+    out.append(text[pos:])
+    return "".join(out), recs
 
 
 def lower_alone(recipe: tuple, key: tuple, rank: int, rings, style):
@@ -144,13 +160,13 @@ def sketch_alone(base: Replayer, keys: Sketch, rank: int, rings, style) -> Sketc
     return Sketch(keys.keys, keys.lines, templates, keys.complete and all(t is not None for t in templates.values()))
 
 
-def lower_deriving(pipe, rank: int, others: list[int]):
+def lower_deriving(pipe, rank: int, others: list[int], records: bool = True):
     """The base rank lowered whole in place, and every rank of ``others`` that can be derived from
     it (``res.derived``: rank -> its result, text and startup program made; the caller writes
-    them; ``derived_from`` set)."""
-    from ..analysis.memory import memory_of
+    them; ``derived_from`` set; without ``records`` their ``collectives`` None)."""
     from ..dialects.rings import RingAllocator
     from ..passes.reshard.lower import lower_reshard
+    from .results import rank_memory
 
     sh = pipe.prepare()
     # (clones: the base's startup program, maybe every rank's, is lowered in place)
@@ -165,20 +181,20 @@ def lower_deriving(pipe, rank: int, others: list[int]):
     if text is None:
         return res
     res._text = text
-    split = text.split("\n") if others else None  # (once: each derived rank copies the list of lines)
+    ends = line_ends(text) if others else None  # (once, for every derived rank)
     for r in others:
         rings = RingAllocator(first, reserved=set(reserved))
-        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style), split)
+        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style), ends, records)
         if d is None:
             continue
-        got = res.derived[r] = type(res)(r, None, startups.get(r), memory_before=memory_of(sh.before, r),
-                                         memory_after=memory_of(sh.after, r), derived_from=rank)
+        got = res.derived[r] = type(res)(r, None, startups.get(r), memory_before=rank_memory(sh.before, r),
+                                         memory_after=rank_memory(sh.after, r), derived_from=rank)
         got._text = d[0]
-        got.collectives = [c for c in d[1] if c.runs]
+        got.collectives = None if d[1] is None else [c for c in d[1] if c.runs]
         got.rings = {ring: group for group, ring in rings.groups.items()}
         got.ran = [p.spec() for p in pipe.rank_passes(r)]
         rctx = sh.ctx.fork()
-        rctx.rings, rctx.notes, rctx.collectives = rings, list(notes), list(d[1])
+        rctx.rings, rctx.notes, rctx.collectives = rings, list(notes), list(d[1] or ())
         pipe.lower_startup(got, rctx, layouts)
     return res
 
@@ -190,7 +206,7 @@ def derivable(pipe, ranks: list[int]) -> bool:
     return len(ranks) > 1 and not (o.annotate_only or o.dense or o.scheduled or o.tensor_fusion or o.verify_each)
 
 
-def run_derived(pipe, ranks: list[int], each) -> dict:
+def run_derived(pipe, ranks: list[int], each, records: bool = True) -> dict:
     """``ShardPipeline.run`` with ``each`` (forked workers; ``work`` may give None: nothing to do):
     the first rank lowered whole in a worker that also derives every other rank it can
     (:func:`lower_deriving`); the ranks it could not derive (or all, where :func:`derivable` says
@@ -200,7 +216,7 @@ def run_derived(pipe, ranks: list[int], each) -> dict:
     base, others = ranks[0], ranks[1:]
     # (a second item, whose work is None, so that the base is lowered in a worker of its own: this
     # process keeps the shared state for the ranks the base cannot derive; `each` runs one item here)
-    got = dict(each([base, others[0]], lambda r: lower_deriving(pipe, r, others) if r == base else None))
+    got = dict(each([base, others[0]], lambda r: lower_deriving(pipe, r, others, records) if r == base else None))
     del got[others[0]]
     got.update(got[base].derived or {})
     got[base].derived = None

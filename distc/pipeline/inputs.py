@@ -23,7 +23,6 @@ from ..dialects import ops
 from ..dialects.optimizers import BETA_POW, MASTER, STATE, looks_like_optimizer, optimizer_sig
 from ..ir.core import Program
 from ..passes.shard_optimizer import sharding_axis
-from ..passes.shard_startup import SINKS
 from ..passes.sharding_util import dist_of, fail
 from ..syntax.diagnostics import DiagnosticError
 
@@ -139,6 +138,8 @@ def check_startup(prog: Program, startup: Program, path: str, warn, rank: int | 
     states = state_names(prog, rank)
     if not states:
         return
+    from ..passes.shard_startup import SINKS  # (here: a run without a startup program never loads it)
+
     sinks = [(op, key) for op in startup.walk() if (key := SINKS.get(op.name))]
     given = {_str_attr(op, key) for op, key in sinks
              if rank is None or (d := dist_of(op.operand(0))) is None or not d.mesh.process_ids

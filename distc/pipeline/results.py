@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from ..analysis.cost import totals
-from ..analysis.memory import MemoryReport
 from ..ir.core import Program
 from ..ir.records import field, record, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names in annotations only: typing is ~4 ms of every run's start-up
     from typing import Any
+
+    from ..analysis.memory import MemoryReport
 
 
 @record
@@ -128,6 +129,16 @@ class ShardResult(Mapping):
 
     def __len__(self) -> int:
         return len(self.ranks)
+
+
+def rank_memory(ops, rank: int):
+    """:func:`distc.analysis.memory.memory_of` (None: no figures taken, None), its module imported
+    only when there are figures (a ``-q`` run takes none)."""
+    if ops is None:
+        return None
+    from ..analysis.memory import memory_of
+
+    return memory_of(ops, rank)
 
 
 def fused_result(res: RankResult, fusion) -> None:

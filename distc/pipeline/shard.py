@@ -35,7 +35,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from ..analysis.cost import has_rank, program_ranks, require_rank
-from ..analysis.memory import OptimizerOperands, memory_of, optimizer_operands
 from ..analysis.op_index import OpIndex
 from ..analysis.verify import verify, verify_changed, verify_values
 from ..dialects.known_ops import unknown_op_warnings
@@ -45,70 +44,15 @@ from ..passes.base import ModulePass, PassContext, PassManager
 from ..passes.partition import PartitionPass
 from ..passes.reshard_pass import ReshardPass
 from ..passes.shard_optimizer import ShardOptimizerPass
-from ..passes.shard_startup import MainLayouts, ShardStartupPass
 from ..syntax.diagnostics import DiagnosticError, Diagnostics
 from .inputs import check_main, check_sharding_degree, check_startups
-from .results import RankResult, ShardResult, fused_result
+from .options import ShardOptions
+from .results import RankResult, ShardResult, fused_result, rank_memory
 
-
-@record(frozen=True)
-class ShardOptions:
-    """What to do (``distc shard``'s options).  ``axis``: the sharding mesh dim, by index or by
-    a name of ``mesh_dims`` (names, or ``"dp,mp"`` as ``--mesh-dims`` takes them; ``None``:
-    Paddle's rule); ``annotate_only`` stops after shard-optimizer; ``dense`` goes on to each
-    rank's dense program; ``verify_each`` runs the verifier after every pass (else once, at the end)."""
-
-    stage: int = 1
-    axis: str | int | None = None
-    mesh_dims: tuple[str, ...] = ()
-    amp: bool = False
-    annotate_only: bool = False
-    dense: bool = False
-    verify_each: bool = False
-    moe_all_to_all: bool = False  # Paddle's FLAGS_enable_moe_utils lowering (reshard{moe_all_to_all})
-    # strategy.pipeline / strategy.gradient_merge: a schedule (FThenB, 1F1B, VPP, Eager1F1B, ZBH1; GM or
-    # None with acc_steps > 1: gradient merge alone) over acc_steps micro-batches; each rank's dense
-    # program is split into job programs (RankResult.plan); the rank's program is Paddle's final dist
-    # program (after gradient merge), or with dense its dense program as the scheduler leaves it.
-    # paddle_merge: Paddle's averaging after a global-norm clip of the sum.
-    pp_schedule: str | None = None
-    acc_steps: int = 1
-    vpp_degree: int = 2
-    paddle_merge: bool = False
-    # ZeRO-1 with tensor fusion (strategy.sharding.enable_tensor_fusion and its settings): the
-    # tensor-fusion pass and partition run per rank (Paddle writes the fused program per rank)
-    tensor_fusion: bool = False
-    overlap: bool = False  # strategy.sharding.enable_overlap
-    comm_buffer_mb: float = 256  # strategy.sharding.comm_buffer_size_MB
-    release_gradients: bool = False  # strategy.sharding.release_gradients
-
-    @property
-    def scheduled(self) -> bool:
-        return self.pp_schedule is not None or self.acc_steps > 1
-
-    def __post_init__(self) -> None:
-        if self.acc_steps < 1:
-            raise ValueError(f"acc_steps {self.acc_steps}: at least 1 micro-batch")
-        if self.scheduled:
-            from ..passes.pipeline_schedule import MODES
-
-            if self.pp_schedule is not None and self.pp_schedule not in MODES:
-                raise ValueError(f"pp_schedule {self.pp_schedule!r}: one of {', '.join(MODES)}")
-            if self.annotate_only:
-                raise ValueError("annotate_only stops before the schedule")
-        dims = self.mesh_dims  # "dp,mp" as on the command line, or a sequence of names
-        object.__setattr__(self, "mesh_dims", tuple(d.strip() for d in dims.split(",") if d.strip())
-                           if isinstance(dims, str) else tuple(dims))
-        if self.stage not in (0, 1, 2, 3):
-            raise ValueError(f"stage {self.stage}: ZeRO stages are 0 to 3")
-        if self.annotate_only and self.dense:
-            raise ValueError("annotate_only and dense exclude each other")
-        if self.stage == 0 and self.axis not in (None, ""):
-            raise ValueError("axis chooses the mesh dim ZeRO shards over; stage 0 shards nothing")
-        if self.tensor_fusion and self.stage not in (1, 2, 3):
-            raise ValueError(f"tensor fusion is ZeRO-1 (Paddle's ShardingStage1) or 3 (distc's), not stage {self.stage}")
-        if not self.tensor_fusion and (self.overlap or self.release_gradients or self.comm_buffer_mb != 256):
-            raise ValueError("overlap, release_gradients and comm_buffer_mb are settings of tensor fusion")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # names in annotations only (typing costs every run's start-up)
+    from ..analysis.memory import OptimizerOperands
+    from ..passes.shard_startup import MainLayouts
 
 
 @record
@@ -296,6 +240,7 @@ class ShardPipeline:
             from ..passes.fusion_startup import FuseStartupPass
 
             out.append(FuseStartupPass())
+        from ..passes.shard_startup import ShardStartupPass  # (only with a startup program)
         out.append(ShardStartupPass(rank=rank, main_layouts=layouts))
         if o.scheduled:
             from ..passes.gradient_merge import ZeroAccumulatorsPass
@@ -323,6 +268,8 @@ class ShardPipeline:
         # MAIN's index (check_main's) while MAIN is as it was: the updates, data and parameter ops
         idx, self._index = (self._index if self._index is not None and self._index.fresh(prog) else None), None
         updates = idx.updates() if idx is not None else None
+        if self.memory:  # (the memory module only then: a -q run shows no figures)
+            from ..analysis.memory import optimizer_operands
         before = optimizer_operands(prog, updates) if self.memory else None
         ran: list[str] = []
         passes = self.shared_passes()
@@ -335,6 +282,8 @@ class ShardPipeline:
         ran += [p.spec() for p in opt]
         after = optimizer_operands(prog, updates) if self.memory else None
         top = prog.block
+        if self.startup is not None:  # (its module only then)
+            from ..passes.shard_startup import MainLayouts
         layouts = None if self.startup is None else MainLayouts.of(
             prog, None if idx is None else lambda name: [op for op in idx.named(name) if op.parent is top])
         rest = [p for p in passes if not isinstance(p, ShardOptimizerPass)]
@@ -379,13 +328,15 @@ class ShardPipeline:
         if sprog is not None and copy:
             sprog = sprog.clone()
         ctx = sh.ctx.fork()
-        res = RankResult(rank, prog, sprog, memory_before=memory_of(sh.before, rank),
-                         memory_after=memory_of(sh.after, rank))
+        res = RankResult(rank, prog, sprog, memory_before=rank_memory(sh.before, rank),
+                         memory_after=rank_memory(sh.after, rank))
         layouts = sh.layouts
         pre = self.fusion_passes(rank)
         if pre:
             self._run(pre, prog, ctx, final_verify=o.annotate_only)
             res.ran += [p.spec() for p in pre]
+            from ..passes.shard_startup import MainLayouts
+
             layouts = MainLayouts.of(prog)
             fused_result(res, ctx.stats.fusion)
         first, dist, dense = self._rank_parts(rank, replayer)
@@ -428,11 +379,13 @@ class ShardPipeline:
 
     # -- several ranks ----------------------------------------------------------------------------
     def run(self, ranks: Iterable[int] | None = None, *,
-            each: Callable[[list[int], Callable[[int], RankResult]], Mapping[int, RankResult]] | None = None
-            ) -> ShardResult:
+            each: Callable[[list[int], Callable[[int], RankResult]], Mapping[int, RankResult]] | None = None,
+            records: bool = True) -> ShardResult:
         """Every rank of ``ranks`` (default: all), each from the shared state.  ``each(ranks,
         work)`` maps ``work`` over the ranks (``distc shard`` forks workers, which lower in place:
-        :mod:`distc.pipeline.derive`); by default one after the other, each on a copy but the last."""
+        :mod:`distc.pipeline.derive`; ``records``: False when the caller drops the collective
+        records, which derived ranks then do not make); by default one after the other, each on a
+        copy but the last."""
         rs = self.ranks() if ranks is None else list(ranks)
         sh = self.prepare()
         if not self.options.annotate_only:
@@ -442,7 +395,7 @@ class ShardPipeline:
         else:  # (ranks derived from the first where they can be: distc.pipeline.derive)
             from .derive import run_derived
 
-            out = run_derived(self, rs, each)
+            out = run_derived(self, rs, each, records)
         return ShardResult(out, sh.ctx.stats.sharding_axis, list(sh.ran), list(sh.notes),
                            self.diagnostics.warnings)
 
