@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..ir.attrs import format_attr_dict
 from ..ir.core import _ABSENT, Block, BlockArgument, Operation, Program, Value, set_printer
+from . import parser as _parser  # noqa: F401  (the package first: see distc/syntax/__init__.py)
 from .parser.fast import FastParser, op_match
 from .parser.texts import item_span
 
