@@ -175,7 +175,7 @@ class PaddleAPI:
             if hit is None:
                 hit = self._cache[k] = (dist, self.op_role, self._attrs({}, dist, sg, len(result_types)))
             a = hit[2]
-        op = Operation(name, list(operands), list(result_types), a)
+        op = Operation(name, operands, result_types, a)  # (it copies both)
         if self.loc is not None:
             op.loc = self.loc
         self.at.insert(op)

@@ -23,10 +23,10 @@ def fail(op: Operation | None, msg: str) -> DiagnosticError:
 # ------------------------------------------------------------------------------ value facts
 def _bool_at(op: Operation, key: str, index: int) -> bool | None:
     a = op.attr(key)
-    if isinstance(a, A.ArrayAttr) and index < len(a.elements):
-        e = a.elements[index]
-        if isinstance(e, A.BoolAttr):
-            return e.value
+    if isinstance(a, A.ArrayAttr):
+        els = a.elements
+        if index < len(els) and isinstance(els[index], A.BoolAttr):
+            return els[index].value
     return None
 
 

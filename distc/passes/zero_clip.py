@@ -17,6 +17,8 @@ optimizer ops with a master-weight operand).  On Paddle's CPU wheel none of thes
 
 from __future__ import annotations
 
+from operator import methodcaller
+
 from ..analysis.op_index import OpIndex
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
@@ -44,12 +46,16 @@ def detect_amp(prog: Program, index=None) -> list[str]:
         if dt is not None and any(str(dt).endswith(p) for p in LOW_PRECISION):
             why.append(f"low-precision casts (pd_op.cast to {dt})")
             break
-    for op in prog.walk():
-        mp = op.attr("multi_precision")
-        if mp is not None and str(mp) == "true":
-            why.append(f"master weights ('{op.name}' with multi_precision:true)")
+    walked = list(prog.walk())
+    flags = list(map(_MULTI_PRECISION, walked))  # (most ops have none: a C loop over them, then the few)
+    for i in [i for i, mp in enumerate(flags) if mp is not None]:
+        if str(flags[i]) == "true":
+            why.append(f"master weights ('{walked[i].name}' with multi_precision:true)")
             break
     return why
+
+
+_MULTI_PRECISION = methodcaller("attr", "multi_precision")
 
 
 def _grad_source(opt: Operation, grad_index: int) -> tuple[Value, Operation] | None:

@@ -108,7 +108,13 @@ class Replayer:
     def __call__(self, prog, op: Operation, rank: int, *, rings=None, result=None, paddle_only: bool = False,
                  enable=(), disable=()):
         if self.log is None:
-            return self._lower(prog, op, rank, rings, result, paddle_only, enable, disable)
+            x = op.operand(0)
+            k = self._key(op, x, paddle_only, enable, disable)
+            t = self.templates.get(k) if k is not None else None
+            if t is not None:  # (most reshards: a kind lowered before)
+                self.replayed += 1
+                return self._replay(t, op, x, result)
+            return self._lower(prog, op, rank, rings, result, paddle_only, enable, disable, k)
         x = op.operand(0)
         k = self._key(op, x, paddle_only, enable, disable)
         loc = op.loc
