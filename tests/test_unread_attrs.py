@@ -130,6 +130,11 @@ def test_item_span_is_the_whole_item():
     assert item_span(deep, "op_dist_attr") == (0, len(deep) - 4)
     assert [body[slice(*item_span(body, k))] for k in ("name", "op_role")] == ['name:"a,op_dist_attr:{x}"', "op_role:0"]
     assert item_span(body, "role") == (-1, -1) and item_span("a:[1,{b:2}],c:1", "a") == (0, -1)
+    # the text the value had (the printer's op_dist_attr read from that line): its end without the
+    # brace matching, where the text goes on with it; anything else: found as without it
+    was = body[i + 13:j]
+    assert item_span(body, "op_dist_attr", was) == (i, j) == item_span(body, "op_dist_attr", "{mesh:{x}}")
+    assert item_span(deep, "op_dist_attr", deep[13:-4]) == (0, len(deep) - 4)
 
 
 def test_program_spans_give_each_core_on_the_way():

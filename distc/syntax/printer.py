@@ -11,11 +11,24 @@ Printing changes nothing: the names values get (``%N`` in print order) live in t
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..ir.attrs import format_attr_dict
 from ..ir.core import _ABSENT, Block, BlockArgument, Operation, Program, Value, set_printer
 from . import parser as _parser  # noqa: F401  (the package first: see distc/syntax/__init__.py)
 from .parser.fast import FastParser, op_match
 from .parser.texts import item_span
+
+_TYPE = attrgetter("_type")
+_NAME = attrgetter("name")
+
+
+def _spans(src: str, name: str) -> tuple[int, int, int]:
+    """Where a parsed op line's ``) = "`` (after its results), ``" (`` (before its operands) and
+    the ``)`` after its operands are (r < 0: not of this form)."""
+    p = src.find(') = "')
+    q = src.find('" (', p + 5 + len(name)) if p >= 0 else -1
+    return p, q, (src.find(")", q + 3) if q >= 0 else -1)
 
 
 class _Printer:
@@ -25,7 +38,9 @@ class _Printer:
         self.marks = marks
         self.style = prog.style
         self.canonical = canonical
+        # the text in pieces, each line's followed by "\n" (joined once: no string a line); lines so far
         self.out: list[str] = []
+        self.nl = 0
         # value -> its printed name (without %) where that is not its own ``name``: a program
         # printed as parsed keeps its names, and this stays small
         self.names: dict[Value, str] = {}
@@ -44,6 +59,9 @@ class _Printer:
                     hi = max(hi, int(v.name))
             self.fresh = hi + 1
         self.arg_count = 0
+        # id(attribute dict) of a new op -> ([name, op_id, its operands' and results' types], its
+        # line's head and tail): ops replayed from one template share their dict (see ops)
+        self.news: dict[int, tuple] = {}
 
     # -- names -------------------------------------------------------------------------------
     def _name_result(self, v: Value) -> str:
@@ -98,12 +116,13 @@ class _Printer:
             self.attr_ids[id(v)] = s
         return s
 
-    def _spliced(self, atext: str, edits: dict) -> str:
-        """An attribute text with the items of ``edits`` set (or deleted), in the printer's order."""
+    def _spliced(self, atext: str, edits: dict, was=None) -> str:
+        """An attribute text with the items of ``edits`` set (or deleted), in the printer's order
+        (``was``: the op_dist_attr the text holds, if known: its end is found by its text)."""
         text = atext
         if "\\" not in atext:  # each item found on its own (most edits replace one)
             for k, v in edits.items():
-                i, j = item_span(text, k)
+                i, j = item_span(text, k, self._attr_id(was) if was and k == "op_dist_attr" else None)
                 if i < 0:
                     if v is _ABSENT:
                         continue
@@ -129,8 +148,16 @@ class _Printer:
         return ",".join([items[k] for k in (sorted(items) if self.style.sorted_attrs else items)])
 
     # -- blocks and ops ----------------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.out += (text, "\n")
+        self.nl += 1
+
+    def lines(self, texts) -> None:
+        for t in texts:
+            self.out += (t, "\n")
+        self.nl += len(texts)
+
     def block(self, block: Block, indent: str, header_indent: str, top: bool = False) -> None:
-        out = self.out
         if block.args:
             kwargs = [a for a in block.args if a.keyword is not None]
             plain = [a for a in block.args if a.keyword is None]
@@ -140,65 +167,97 @@ class _Printer:
                 for a in plain:
                     self.inline_pending.add(id(a))
             elif plain:
-                out.append(header_indent + "^" + ", ".join(self._arg_text(a) for a in plain))
+                self.line(header_indent + "^" + ", ".join(self._arg_text(a) for a in plain))
             if kwargs:
-                out.append(header_indent + "^kw:")
+                self.line(header_indent + "^kw:")
                 for a in kwargs:
-                    out.append(header_indent + self.style.indent + self._arg_text(a))
+                    self.line(header_indent + self.style.indent + self._arg_text(a))
         self.ops(block.ops, indent)
-        out.extend(block.post)
+        self.lines(block.post)
 
     def ops(self, ops, indent: str) -> None:
-        """:meth:`op` for each op; an unchanged op of a renumbered program (most of a parsed
-        one) is printed right here: its results take the next numbers, and if those are the
-        ones it has and its operands kept theirs, its source line is its text (while no value
-        has been renamed, no operand can have been: they are not looked at)."""
+        """:meth:`op` for each op; in a renumbered program the common ops are printed right here.
+        An unchanged op (most of a parsed program) whose results take the numbers they have and
+        whose operands kept their names is its source line (while no value has been renamed, no
+        operand can have been: they are not looked at); one with values renamed is its source
+        line with the new names.  A new or changed op is its results and operands around a head
+        (``) = "name" (``) and a tail (attributes and types): a new op's head and tail are
+        printed once for each attribute dict (replayed ops share their template's) and types."""
         out = self.out
+        marks = self.marks
+        if not self.style.renumber or self.canonical:
+            for op in ops:
+                if marks is not None and id(op) in marks:
+                    marks[id(op)] = self.nl + len(op.pre)
+                self.op(op, indent)
+            return
+        nl = self.nl  # (lines: a local while printed here)
         names = self.names
         pending = self.inline_pending
-        fast = self.style.renumber and not self.canonical
-        marks = self.marks
         counter = self.counter
+        news = self.news
         for op in ops:
             if marks is not None and id(op) in marks:
-                marks[id(op)] = len(out) + len(op.pre)
-            if not fast or op.pre or op.regions:
-                self.counter = counter
+                marks[id(op)] = nl + len(op.pre)
+            if op.pre or op.regions or pending or op.operand_keywords or op.sig != "full":
+                self.counter, self.nl = counter, nl
                 self.op(op, indent)
-                counter = self.counter
+                counter, nl = self.counter, self.nl
                 continue
-            dirty = op.src is None or op.dirty  # a new or changed op (of the common kind: printed right here)
-            if dirty and (op.operand_keywords or op.sig != "full" or pending):
-                self.counter = counter
-                self.op(op, indent)
-                counter = self.counter
-                continue
-            clean = not dirty
-            for r in op.results:  # (_name_result, inline)
+            nl += 1
+            renamed = False
+            res = op.results
+            for r in res:  # (_name_result, inline)
                 n = r.name
                 if n is None or n.isdigit():
                     pn = str(counter)
                     counter += 1
                     if pn != n:
                         names[r] = pn
-                        clean = False
-            if dirty:
-                out.append(self.op_line(op, op.indent if op.indent is not None else indent))
+                        renamed = True
+            opnds = op._operands
+            src = op.src
+            if src is not None and not op.dirty and not renamed and (not names or names.keys().isdisjoint(opnds)):
+                out += (src, "\n")
                 continue
-            if clean:
-                if names or pending:
-                    for v in op._operands:
-                        if v is not None and (v in names or (pending and id(v) in pending)):
-                            clean = False
-                            break
-                    else:
-                        out.append(op.src)
-                        continue
+            # the results as printed: rp + rt, the operands vp + vs (names.get(v, v.name) of each, in C)
+            rp, rt = ("(%", ", %".join(map(names.get, res, map(_NAME, res)))) if res else ("(", "")
+            if not opnds:
+                vp = vs = ""
+            elif None not in opnds:
+                vp, vs = "%", ", %".join(map(names.get, opnds, map(_NAME, opnds)))
+            else:
+                vp, vs = "", ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name) for v in opnds])
+            ind = op.indent
+            if ind is None:
+                ind = indent
+            if src is None:  # a new op
+                attrs = op._attrs
+                if attrs is not None and None not in opnds:
+                    ts = [op.name, op.op_id, *map(_TYPE, opnds), *map(_TYPE, res)]
+                    t = news.get(id(attrs))
+                    if t is None or t[0] != ts:
+                        t = news[id(attrs)] = (ts, self._head(op), ")" + self._tail_text(op) + "\n")
+                    out += (ind, rp, rt, t[1], vp, vs, t[2])
                 else:
-                    out.append(op.src)
-                    continue
-            out.append(self.renamed_line(op, op.indent if op.indent is not None else indent))
-        self.counter = counter
+                    out += (ind, rp, rt, self._head(op), vp, vs, ")", self._tail_text(op), "\n")
+            elif op.dirty:
+                out += (ind, rp, rt, self._head(op), vp, vs, ") {", self._attr_text(op), "} : (",
+                        self._types(opnds), ") -> ", self._types(res), "\n")
+            else:
+                p = src.find(') = "')
+                q = src.find('" (', p + 5 + len(op.name)) if p >= 0 else -1
+                r = src.find(")", q + 3) if q >= 0 else -1
+                if r >= 0:
+                    out += (ind, rp, rt, src[p:q + 3], vp, vs, src[r:], "\n")
+                else:
+                    out += (ind, rp, rt, self._head(op), vp, vs, ")", self._tail_text(op), "\n")
+        self.counter, self.nl = counter, nl
+
+    @staticmethod
+    def _head(op: Operation) -> str:
+        """``) = "name" [id:N] (``: an op line from its results to its operands."""
+        return ') = "' + op.name + ('"' if op.op_id is None else f'" [id:{op.op_id}]') + " ("
 
     def _arg_text(self, a: BlockArgument) -> str:
         pn = self.names.get(a, a.name)
@@ -207,9 +266,8 @@ class _Printer:
         return "%" + pn + " " + format_attr_dict(a.attrs, False)  # Paddle keeps their order
 
     def op(self, op: Operation, indent: str) -> None:
-        out = self.out
         if op.pre:
-            out.extend(op.pre)
+            self.lines(op.pre)
         clean = op.src is not None and not op.dirty and not self.canonical
         for r in op.results:
             if self._name_result(r) != r.name:
@@ -222,11 +280,11 @@ class _Printer:
                     break
         ind = op.indent if op.indent is not None else indent
         if clean:
-            out.append(op.src)
+            self.line(op.src)  # type: ignore[arg-type]
         elif op.src is not None and not op.dirty and not self.canonical:
-            out.append(self.renamed_line(op, ind))
+            self.line(self.renamed_line(op, ind))
         else:
-            out.append(self.op_line(op, ind))
+            self.line(self.op_line(op, ind))
         if op.regions:
             inner = ind + self.style.indent
             last = len(op.regions) - 1
@@ -234,18 +292,16 @@ class _Printer:
                 for blk in region.blocks:
                     self.block(blk, inner, ind)
                 if region.close_src is not None and not self.canonical:
-                    out.append(region.close_src)
+                    self.line(region.close_src)
                 else:
-                    out.append(ind + ("} else {" if k < last else "}"))
+                    self.line(ind + ("} else {" if k < last else "}"))
 
     def renamed_line(self, op: Operation, indent: str) -> str:
         """An unchanged op whose values are numbered anew: its source line with the new names
         (attributes and types are copied as they are; anything unusual: printed anew)."""
         src = op.src
         assert src is not None
-        p = src.find(') = "')
-        q = src.find('" (', p + 5 + len(op.name)) if p >= 0 else -1
-        r = src.find(")", q + 3) if q >= 0 else -1
+        p, q, r = _spans(src, op.name)
         if r < 0 or op.operand_keywords or op.sig != "full" or op.regions:
             return self.op_line(op, indent)
         pn = self.names
@@ -294,13 +350,20 @@ class _Printer:
 
     def _tail_text(self, op: Operation) -> str:
         """The attributes and types of an op line (its sig "full" or "results")."""
+        atext = self._attr_text(op)
+        if op.sig == "full":
+            return "".join((" {", atext, "} : (", self._types(op._operands), ") -> ", self._types(op.results)))
+        return "".join((" {", atext, "} -> ", self._types(op.results)))
+
+    def _attr_text(self, op: Operation) -> str:
+        """The attributes of an op line, inside its braces."""
         if (op._as_read or (op._edits is not None and op._attrs is None)) and not self.canonical:
             atext = op_match(op.src)[5]  # type: ignore[index]
             # a parsed op whose attributes are as read (its operands or types changed: partition
             # retypes and renames most ops): its attribute text as it was; with items set or
             # deleted since and the rest unread (partition's op_dist_attr): those replaced
             if op._edits is not None:
-                atext = self._spliced(atext, op._edits)
+                atext = self._spliced(atext, op._edits, op._dist)  # (read from this text, if read)
         else:
             # the attributes are often the same objects as an op printed before (a replayed
             # reshard, a layer like the last one): keyed by identity, valid while printing; first
@@ -319,9 +382,7 @@ class _Printer:
                     atext = ",".join([k + ":" + a(attrs[k]) for k in keys])
                     bodies[key] = atext
                 bodies[id(attrs)] = atext
-        if op.sig == "full":
-            return "".join((" {", atext, "} : (", self._types(op._operands), ") -> ", self._types(op.results)))
-        return "".join((" {", atext, "} -> ", self._types(op.results)))
+        return atext
 
     def _types(self, values) -> str:
         """The printed types of a list of values (by the identity of each type: equal lists of the
@@ -329,7 +390,8 @@ class _Printer:
         if len(values) > 64:  # (a long list is not kept: no key as long as it)
             t = self._t_id
             return ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in values])
-        key = tuple([id(v._type) if v is not None else 0 for v in values])
+        key = tuple(map(id, map(_TYPE, values))) if None not in values else \
+            tuple([id(v._type) if v is not None else 0 for v in values])
         s = self.type_lists.get(key)
         if s is None:
             t = self._t_id
@@ -356,12 +418,10 @@ def print_lines(prog: Program, ops) -> tuple[str, dict[int, int]]:
 def _print(prog: Program, canonical: bool = False, marks: dict | None = None) -> tuple[str, dict[Value, str]]:
     p = _Printer(prog, canonical, marks)
     p.block(prog.block, prog.style.indent, prog.style.indent, top=True)
-    if p.out and prog.head.endswith("\n"):  # one join: no second copy of a big program's text
-        p.out.insert(0, prog.head[:-1])
-        p.out.append(prog.tail)
-        text = "\n".join(p.out)
-    else:
-        text = prog.head + "".join(x + "\n" for x in p.out) + prog.tail
+    out = p.out  # (one join: no second copy of a big program's text, no string a line before it)
+    out.insert(0, prog.head)
+    out.append(prog.tail)
+    text = "".join(out)
     return (text if prog.style.newline == "\n" else text.replace("\n", prog.style.newline)), p.names
 
 

@@ -178,11 +178,12 @@ def _nested(text: str, i: int) -> bool:
     return head.count("{") != head.count("}") or head.count("[") != head.count("]") or head.count("(") != head.count(")")
 
 
-def item_span(text: str, key: str) -> tuple[int, int]:
+def item_span(text: str, key: str, old: str | None = None) -> tuple[int, int]:
     """Where the item ``key:...`` of an attribute text (its body) whose strings hold no backslash
     is: ``(start, end)``, or (-1, -1) where it has none; ``(start, -1)`` where its end is not found
     here (not of the plain forms).  op_dist_attr holds no string: it ends at the first '}' after
-    which its braces balance."""
+    which its braces balance (or after ``old``, the text of a dict the caller knows the value
+    was, where the text goes on with it)."""
     want = key + ":"
     i = 0 if text.startswith(want) else text.find("," + want) + 1
     inner = key != "op_dist_attr"  # (a key a value may hold too: op_dist_attr holds no op_dist_attr)
@@ -191,6 +192,8 @@ def item_span(text: str, key: str) -> tuple[int, int]:
     if i < 0 or (i == 0 and not text.startswith(want)):
         return -1, -1
     if key == "op_dist_attr":
+        if old is not None and text.startswith(old, i + 13):
+            return i, i + 13 + len(old)
         m = _BRACED.match(text, i + 13)
         if m is not None:
             return i, m.end()
