@@ -31,24 +31,26 @@ class OpIndex:
 
     def __init__(self, prog: Program) -> None:
         by_name: dict[str, list[Operation]] = {}
-        like: dict[str, bool] = {}  # (a program has a few dozen names)
-        optimizers: list = []
+        top = prog.block
+        blocks = {id(top): top}
         for op in prog.walk():
             name = op.name
             ops = by_name.get(name)
             if ops is None:
                 by_name[name] = [op]
-                like[name] = name in _OPT_NAMES or optimizer_like(name)
             else:
                 ops.append(op)
-            if like[name]:
-                optimizers.append((op, optimizer_sig(op)))
-        self.by_name = by_name
-        self.optimizers = optimizers
-        blocks = {id(prog.block): prog.block}
-        for ops in by_name.values():
-            for op in ops:
+            if op.parent is not top:
                 blocks.setdefault(id(op.parent), op.parent)
+        # (a program has a few dozen names; its updates are mostly of one: their list is in order)
+        like = [name for name in by_name if name in _OPT_NAMES or optimizer_like(name)]
+        if len(like) > 1:
+            names = set(like)
+            found = [op for op in prog.walk() if op.name in names]
+        else:
+            found = by_name[like[0]] if like else []
+        self.by_name = by_name
+        self.optimizers = [(op, optimizer_sig(op)) for op in found]
         self._blocks = [(b, b.ops) for b in blocks.values()]
 
     def fresh(self, prog: Program) -> bool:

@@ -251,19 +251,21 @@ def zero_found(prog: Program, axis: int | None = None, index=None) -> ZeroFound 
             stage1 = ZeroFound(LOWERED, f"'{op.name}' updates a '{p.owner.name}' of parameter '{_name(root)}', "
                                         f"not the parameter itself", op)
             continue
+        operands = op._operands
         for i in held[1]:
-            if i >= op.num_operands:
+            if i >= len(operands):
                 continue
-            s = op.operand(i)
-            d = extra(_dist(s), pd)
+            s = operands[i]
+            sd = _dist(s)
+            d = extra(sd, pd)
             if d is not None:
-                sd = _dist(s)
                 assert sd is not None
                 stage1 = ZeroFound(STAGE1, f"optimizer state '{_name(s)}' is {sd.placements[d]} on mesh dim {d} "
                                            f"where its parameter '{_name(p)}' is {pd.placements[d]}", op)
                 break
-        if stage1 is None and op.dist_attr is not None and pi < len(op.dist_attr.operands):
-            want = op.dist_attr.operands[pi]
+        da = op.dist_attr if stage1 is None else None
+        if da is not None and pi < len(da.operands):
+            want = da.operands[pi]
             d = extra(want, pd) if isinstance(want, TensorDistAttr) else None
             if d is not None:
                 stage1 = ZeroFound(STAGE1, f"'{op.name}' updates parameter '{_name(p)}' as {want.placements[d]} "
