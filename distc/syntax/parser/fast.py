@@ -109,12 +109,13 @@ class FastParser:
     def __init__(self) -> None:
         self.types = _Cache()
         self.attr_dicts = _Cache()
-        # the text of an op line after its head (attributes and types), without strings -> the
-        # (attribute dict or None, input types, output types) read from it: a dump's compute ops
-        # of one kind repeat theirs, layer after layer (it starts small: where they do not repeat,
-        # as in a program of distinct constants, it keeps no copy of them)
+        # the text of an op line after its head (attributes and types) -> the (attribute dict or
+        # None, input types, output types, op_dist_attr of a dict left unread) read from it: a dump's
+        # compute ops of one kind repeat theirs, layer after layer (it starts small: where they do
+        # not repeat, as in a program of distinct constants, it keeps no copy of them)
         self.tails = _Cache(64)
         self.items = _Cache()
+        self.unread_dist = None  # op_dist_attr of the last attribute text left unread (False: none)
         self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
         self.meshes: dict = {}  # long mesh spellings read in the current parse (see leaves._mesh_of)
@@ -198,6 +199,7 @@ class FastParser:
             if tpl is not None and tpl[2]:
                 if not tpl[3]:
                     self.unread.unsorted = True
+                self.unread_dist = tpl[0].get("op_dist_attr", False)  # (it holds no strings: the kept dict's)
                 return None
         return self.attr_dict(text)
 
@@ -352,19 +354,18 @@ class FastParser:
                 name, ind = intern(name), intern(ind)  # one string for every op of a name, an indent
                 try:
                     if len(res) + len(opnds) < _FEW:  # an ordinary op: its few names read at once
-                        if got is not None:
-                            d, t_in, t_out = got
-                        else:  # (a tail of strings is kept once its attribute text comes back: read before)
+                        if got is None:  # (a tail of strings is kept once its attribute text comes back: read before)
                             known = self.attr_dicts.get(attrs) if tail is not None and '"' in tail else None
-                            d, t_in, t_out = unread(attrs), types(tin), types(tout or "")
+                            d = unread(attrs)
+                            got = d, types(tin), types(tout or ""), self.unread_dist if d is None else None
                             if span == 1 and tail is not None:
                                 if skeleton is not None and d is None:
                                     if len(skeletons) < _FEW:
-                                        skeletons[skeleton] = d, t_in, t_out
+                                        skeletons[skeleton] = got
                                 elif '"' not in tail or known is not None and d is known:
-                                    tails.keep(tail, (d, t_in, t_out))
+                                    tails.keep(tail, got)
                         r = read_run(text, pos, i, 0, HEAD, block, b, tails, skeletons, reader, unsorted,
-                                     ((ind, res, name, oid, opnds), (d, t_in, t_out), line, e))
+                                     ((ind, res, name, oid, opnds), got, line, e))
                         if r[4] is None:
                             raise ValueError(line[:80])  # (the grammar reads it: an undefined value, ...)
                         op, sorted_ok = r[4], sorted_ok and not r[3]

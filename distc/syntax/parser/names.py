@@ -177,8 +177,9 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
     ``head``: the fast path's op-head regex's ``match``; ``tails``, ``skeletons``: its caches of
     tails read (see :class:`~distc.syntax.parser.fast.FastParser`).  ``first``: the op line at
     ``pos`` as the caller read it, built alone: ``((indent, results, name, id, operands) as
-    printed, (attribute dict or None: unread, input types, output types), line text, offset of
-    its end)`` (an op line of few value names; joined lines too).  Returns ``(offset of the line
+    printed, (attribute dict or None: unread, input types, output types, op_dist_attr of an unread
+    dict: False for none, None where not known), line text, offset of its end)`` (an op line of
+    few value names; joined lines too).  Returns ``(offset of the line
     not read, its 0-based number, (line, offset) of the last op read or None, whether an
     attribute dict read has its keys out of order, the last op read or None)``."""
     find = text.find
@@ -198,7 +199,7 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
     one = first is not None
     while one or pos < limit:
         if one:
-            (ind, res, name, oid, opnds), (d, t_in, t_out), line, e = first  # type: ignore[misc]
+            (ind, res, name, oid, opnds), (d, t_in, t_out, dist), line, e = first  # type: ignore[misc]
             one, limit = False, 0  # (that op alone)
         else:
             e = find("\n", pos)
@@ -220,7 +221,7 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
                 if got is None:
                     break
             ind, res, name, oid, opnds = hm.groups()
-            d, t_in, t_out = got
+            d, t_in, t_out, dist = got
         results = res[1:].split(", %") if res else ()
         if not opnds:
             operands: list | tuple = ()
@@ -283,7 +284,7 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
         op._attrs = d
         op._as_read = True
         op._reader = reader
-        op._dist = None
+        op._dist = dist
         op._edits = None
         op.regions = ()
         if ind != indent:
