@@ -24,8 +24,7 @@ def clone_program(prog: Program, keep: Callable[[Operation], bool] | None = None
     new.head = prog.head
     new.tail = prog.tail
     for old_op, op in pending:
-        for v in old_op._operands:
-            op._add_operand(None if v is None else vmap[v])
+        op._take_operands([None if v is None else vmap[v] for v in old_op._operands])
     return new
 
 

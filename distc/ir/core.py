@@ -10,12 +10,13 @@ untouched parts of a program print back byte for byte and fast.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
 
 from .attrs import Attribute
 from .dist import OperationDistAttr
 from .types import Type
 from .values import BlockArgument, OpResult, Value, _add_use  # noqa: F401 (Value, BlockArgument: re-exported)
+
+_NEW = object.__new__
 
 
 class Operation:
@@ -40,10 +41,13 @@ class Operation:
     ) -> None:
         self.name = name
         self.op_id = op_id
-        self._operands: list[Value | None] | tuple = ()  # a list from the first operand on
         self.operand_keywords = operand_keywords
-        names = result_names or repeat(None)
-        self.results = [OpResult(self, t, n) for t, n in zip(result_types, names)]
+        if result_names:
+            self.results = [OpResult(self, t, n) for t, n in zip(result_types, result_names)]
+        else:  # (a new op's results made slot by slot, as OpResult() makes them: passes build thousands)
+            self.results = res = [_NEW(OpResult) for _ in result_types]
+            for r, t in zip(res, result_types):
+                r._type, r.uses, r.name, r.op = t, (), None, self
         self._attrs: dict[str, Attribute] | None = attrs if isinstance(attrs, dict) else dict(attrs or {})
         self._as_read = False  # a parsed op whose attributes are those of its source line (see ``attrs``)
         self._reader = None
@@ -61,8 +65,7 @@ class Operation:
         self.sig = sig  # "full": ': (in) -> out'; "results": '-> out' only (pd_op.if)
         self._prev: Operation | None = None  # neighbours in the parent block's list
         self._next: Operation | None = None
-        for v in operands:
-            self._add_operand(v)
+        self._take_operands(operands)
         for r in regions:
             self.add_region(r)
 
@@ -74,14 +77,6 @@ class Operation:
     @loc.setter
     def loc(self, loc: tuple[int, int] | None) -> None:
         self._line, self._col = (None, None) if loc is None else loc
-
-    def _add_operand(self, v: Value | None) -> None:
-        idx = len(self._operands)
-        if not idx:
-            self._operands = []
-        self._operands.append(v)
-        if v is not None:
-            _add_use(v, self, idx)
 
     @property
     def operands(self) -> tuple[Value | None, ...]:
@@ -107,10 +102,15 @@ class Operation:
 
     def set_operands(self, values: Sequence[Value | None]) -> None:
         self._drop_operand_uses()
-        self._operands = []
-        for v in values:
-            self._add_operand(v)
+        self._take_operands(values)
         self.dirty = True
+
+    def _take_operands(self, values: Iterable[Value | None]) -> None:
+        """The operands become ``values`` (a list if any: one list, not one append an operand), each use added."""
+        self._operands = vals = list(values) or ()
+        for i, v in enumerate(vals):
+            if v is not None:
+                _add_use(v, self, i)
 
     def _drop_operand_uses(self) -> None:
         for i, v in enumerate(self._operands):
