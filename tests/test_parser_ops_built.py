@@ -11,11 +11,17 @@ from distc.syntax.parser import FastParser
 
 from conftest import DATA, ir_files, sampled
 
+def _grammar_only(text: str) -> bool:
+    """Programs the fast path hands whole to the grammar (test_parser_paths covers them)."""
+    return "pd_op.while" in text or "^kw:" in text
+
+
 SLOTS = [s for s in Operation.__slots__ if s != "__weakref__"]
 SMALL = ir_files("corpus", "oracle/syntax")
 BIG = ir_files("oracle/stage1")[::10]
 # `make test` reads every 6th small program and one big one; `make test-slow` the rest
-FILES = sampled(SMALL + BIG, lambda p: p in SMALL[::6] or p in BIG[:1])
+FILES = sampled([p for p in SMALL + BIG if not _grammar_only(p.read_text())],
+                lambda p: p in SMALL[::6] or p in BIG[:1])
 
 
 def _ops(prog) -> list:
@@ -28,14 +34,25 @@ def _ops(prog) -> list:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(DATA)))
 def test_fast_path_ops_are_the_grammars(path):
     text = path.read_text()
-    if "pd_op.while" in text or "^kw:" in text:
-        pytest.skip("read by the grammar (test_parser_paths)")
     try:
         full = distc.parse(text, fast=False)
-    except distc.DiagnosticError:
-        pytest.skip("not a program (an error input)")
+    except distc.DiagnosticError as e:  # an error input: the fast path refuses it the same way
+        with pytest.raises(distc.DiagnosticError) as fe:
+            FastParser().parse(text, None)
+        assert str(fe.value) == str(e)
+        return
     fast = FastParser().parse(text, None)
-    assert _ops(fast) == _ops(full)
+    a, b = _ops(fast), _ops(full)
+    # One known difference: an op whose line holds a raw newline inside a string (a joined line) keeps
+    # its source on the fast path (clean), where the grammar marks it changed and prints it again;
+    # both print the input back byte for byte.
+    joined = [n for n, x in enumerate(a) if x[6] and "\n" in x[6]]
+    for n in joined:
+        assert b[n][5:7] == (True, None)
+        a[n] = a[n][:5] + b[n][5:7] + a[n][7:]
+    assert a == b
+    if joined:
+        assert distc.print_program(fast) == distc.print_program(full) == text
 
 
 def test_a_run_broken_by_a_comment_line_is_read_as_the_grammar_reads_it():
