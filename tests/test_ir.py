@@ -172,3 +172,13 @@ def test_value_lookup_and_dist_attr_access():
     assert v.dist_attr.partial == ((0, "SUM"),)
     assert v.type.local_shape(0) == (8, 12)
     assert p.ops[2].dist_attr.results[0].dims_mapping == (0, 1)
+
+
+def test_an_op_built_from_result_types_given_as_an_iterator_has_them_all():
+    # (a863719 read the types twice: a generator's second pass was empty, the results had no type)
+    from distc.ir.core import Operation
+    from distc.ir.types import DenseTensorType
+    t = DenseTensorType((2,), "f32")
+    for types in ((x for x in [t, t]), iter([t, t]), [t, t], (t, t)):
+        op = Operation("pd_op.relu", [], types, {})
+        assert [(r.type, r.uses, r.name, r.op) for r in op.results] == [(t, (), None, op)] * 2

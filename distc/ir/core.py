@@ -45,8 +45,9 @@ class Operation:
         if result_names:
             self.results = [OpResult(self, t, n) for t, n in zip(result_types, result_names)]
         else:  # (a new op's results made slot by slot, as OpResult() makes them: passes build thousands)
-            self.results = res = [_NEW(OpResult) for _ in result_types]
-            for r, t in zip(res, result_types):
+            ts = result_types if type(result_types) in (list, tuple) else tuple(result_types)  # (read once)
+            self.results = res = [_NEW(OpResult) for _ in ts]
+            for r, t in zip(res, ts):
                 r._type, r.uses, r.name, r.op = t, (), None, self
         self._attrs: dict[str, Attribute] | None = attrs if isinstance(attrs, dict) else dict(attrs or {})
         self._as_read = False  # a parsed op whose attributes are those of its source line (see ``attrs``)
