@@ -233,8 +233,10 @@ def test_default_jobs_are_bounded_by_free_memory(monkeypatch):
     monkeypatch.setattr(sr, "available_memory", lambda: 8 << 30)
     assert sr.default_jobs(200 << 20) == 4
     seen = []
-    real = sr.fork_each
-    monkeypatch.setattr(sr, "fork_each", lambda items, work, jobs: seen.append(jobs) or real(items, work, 1))
+    import distc.workers as wk  # (run_ranks imports fork_each from there when it runs)
+
+    real = wk.fork_each
+    monkeypatch.setattr(wk, "fork_each", lambda items, work, jobs: seen.append(jobs) or real(items, work, 1))
     monkeypatch.setattr(sr, "available_memory", lambda: 40 << 20)  # 40 MB free: one worker
     import tempfile
     with tempfile.TemporaryDirectory() as d:

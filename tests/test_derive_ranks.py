@@ -15,7 +15,7 @@ import llmdata
 import modelsdata as M
 from conftest import DATA
 from distc.cli import main
-from distc.driver import fork_each
+from distc.workers import fork_each
 from distc.pipeline import ShardOptions, ShardPipeline
 from distc.pipeline.derive import derivable
 from distc.syntax.parser import parse

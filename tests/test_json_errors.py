@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from distc.cli import main
-from distc.driver import WorkerFailed, fork_each
+from distc.driver import WorkerFailed
+from distc.workers import fork_each
 from distc.syntax.diagnostics import DiagnosticError
 
 from conftest import DATA

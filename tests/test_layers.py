@@ -22,7 +22,7 @@ LAYERS = ["ir", "syntax", "dialects", "analysis", "passes", "pipeline", "driver"
 # ``capture`` (``distc capture``) is a command: the one package with anything to do with Paddle, which
 # it never imports itself (its ``hooks.py`` runs inside the Paddle process; see test_only_capture_knows_paddle)
 TOP_LEVEL = {"__init__": "pipeline", "driver": "driver", "outputs": "driver", "console": "driver", "cmdline": "driver",
-             "compressed": "driver",
+             "compressed": "driver", "workers": "driver",
              "cli": "commands", "testing": "commands", "__main__": "commands", "capture": "commands"}
 MAX_LINES = 500
 

@@ -2,7 +2,7 @@
 
 The rank-independent passes (parse, shard-optimizer, partition) run once; then each rank's part
 (reshard, the dense passes, printing, the startup program: :meth:`distc.pipeline.ShardPipeline.lower`)
-runs in a worker process forked from that state (:func:`distc.driver.fork_each`), so each output
+runs in a worker process forked from that state (:func:`distc.workers.fork_each`), so each output
 equals what ``--rank R`` alone prints.  Where the passes end with reshard, the first rank's worker
 also derives the other ranks' texts from its own (:mod:`distc.pipeline.derive`), byte for byte
 what a whole lowering prints; the ranks it cannot derive get workers of their own.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from .. import cmdline
-from ..driver import WorkerFailed, fork_each
+from ..driver import WorkerFailed
 from ..ir.records import field, record
 from ..outputs import Target
 from ..pipeline import RankResult, ShardPipeline, ShardResult
@@ -160,6 +160,7 @@ def run_ranks(pipe: ShardPipeline, ranks: list[int], jobs: int | None, out, targ
     may exit: nothing is written then), without its collective records unless ``records`` (a
     ``-q`` run shows none of them; pickled, they were most of what a worker sends: mlp256's four
     ranks 0.9 MB, ~45 ms of CPU to pickle and unpickle)."""
+    from ..workers import fork_each
 
     def each(rs: list[int], lower) -> dict[int, RankResult]:
         def work(r: int) -> RankResult | None:

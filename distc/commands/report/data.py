@@ -140,7 +140,8 @@ def _stage_work(pipe, stage: int, opts: Options, ranks: list[int], acts: list) -
 
 def _main_work(pipe, opts: Options, ranks: list[int], acts: list) -> dict:
     """In a forked worker: the chosen stage, shared passes once, then each rank in its own worker."""
-    from ...driver import WorkerFailed, fork_each
+    from ...driver import WorkerFailed
+    from ...workers import fork_each
     from ..shard_ranks import default_jobs
 
     n0 = len(pipe.diagnostics)
@@ -159,7 +160,8 @@ def collect(main_file: str, opts: Options, command: str, diags) -> ReportData:
 
     MAIN is parsed once; one worker takes the chosen stage (the shared passes, then a worker per
     rank), others shard-optimizer at the other stages, from the same parsed program."""
-    from ...driver import WorkerFailed, fork_each, load_kept
+    from ...driver import WorkerFailed, load_kept
+    from ...workers import fork_each
     from ...pipeline import ShardPipeline
     from ..shard_ranks import default_jobs, select_ranks
 
