@@ -37,7 +37,6 @@ from ..dialects.optimizers import (  # noqa: F401 (OPTIMIZERS, inplace_map, opti
     optimizer_sig, param_name,
 )
 from .base import ModulePass, PassContext, register
-from .zero3 import local_state_shapes, shard_parameters
 from .zero_clip import detect_amp, reshard_grads_before_clip
 from .paddle_api import PaddleAPI
 from .sharding_util import dist_of, fail, layout_key, layout_objects, op_role_attr
@@ -277,6 +276,8 @@ class ShardOptimizerPass(ModulePass):
                      f"(the program is Paddle's stage-{self.stage} program all the same); "
                      f"--stage 3 shards parameters and gradients")
         if self.stage == 3:
+            from .zero3 import local_state_shapes, shard_parameters  # (stage 3 only: not loaded at stages 0-2)
+
             # Paddle's stage 3 retypes the gradients too; under AMP it then reshards them as well
             # (a reshard to the layout they already have)
             shard_parameters(prog, targets, mk, ctx, dim_name)

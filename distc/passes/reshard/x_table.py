@@ -54,7 +54,6 @@ from collections.abc import Callable
 from ...ir.dist import Placement
 from ...ir.records import record
 from . import extra_plan as X
-from .extra_lower import lower
 from .registry import ReshardFunction, before, reshard_function
 
 
@@ -94,6 +93,8 @@ class TableFunction(ReshardFunction):
         return X.paddle_problem(src, dst, shape) is not None
 
     def reshard(self, ctx, src, dst, value, dst_type):
+        from .extra_lower import lower  # (loaded by the first reshard lowered so: most programs have none)
+
         return lower(ctx, src, dst, value, dst_type, function=self.name)
 
 

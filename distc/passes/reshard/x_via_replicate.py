@@ -14,7 +14,6 @@ on every rank (proven by the simulator in tests/test_beyond_paddle.py).
 from __future__ import annotations
 
 from ...ir.dist import ProcessMesh
-from .extra_lower import lower
 from .extra_plan import describe_short, static
 from .registry import ReshardFunction, after, before, reshard_function
 from .util import sub_mesh_dim
@@ -27,6 +26,8 @@ class ViaReplicate(ReshardFunction):
                 and bool(dst.mesh.shape))
 
     def reshard(self, ctx, src, dst, value, dst_type):
+        from .extra_lower import lower  # (loaded by the first reshard lowered so: most programs have none)
+
         nd = len(value.type.shape)
         me = ctx.rank
         s_ids, d_ids = list(src.mesh.process_ids), list(dst.mesh.process_ids)

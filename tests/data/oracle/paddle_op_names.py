@@ -1,8 +1,8 @@
-"""Regenerate ``distc/dialects/paddle_ops.txt.gz``: every op name real Paddle registers.
+"""Regenerate ``distc/dialects/paddle_ops.txt``: every op name real Paddle registers.
 
 Run with the real Paddle's interpreter (distc never imports paddle)::
 
-    /work/paddle/bin/python tests/data/oracle/paddle_op_names.py distc/dialects/paddle_ops.txt.gz
+    /work/paddle/bin/python tests/data/oracle/paddle_op_names.py distc/dialects/paddle_ops.txt
 
 Paddle 3.3.1 ships no op yaml files and exposes no list of its IrContext's registered ops to
 Python; every PIR op class has its name as a string literal (``static const char *name() { return
@@ -10,12 +10,12 @@ Python; every PIR op class has its name as a string literal (``static const char
 literal that is exactly ``<dialect>.<name>`` for a dialect Paddle registers.  A name literal that
 is not an op (there are few: pass code compares op names with such literals) only makes distc
 more lenient.  Output: a header line (``# ``) naming the Paddle version, then one name a line,
-sorted, gzipped without a timestamp (the same input gives the same bytes).
+sorted (the same input gives the same bytes; plain text: distc reads it on every run, and
+unzipping it cost more than its 42 KB).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
 import sys
 
@@ -37,10 +37,10 @@ def main(out: str) -> None:
     with open(libpaddle.__file__, "rb") as f:
         names = names_in(f.read())
     head = f"# Paddle {paddle.__version__} (commit {paddle.version.commit}): op names in libpaddle.so, {len(names)}\n"
-    with open(out, "wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=9) as z:
-        z.write((head + "".join(n + "\n" for n in names)).encode())
+    with open(out, "wb") as f:
+        f.write((head + "".join(n + "\n" for n in names)).encode())
     print(head.strip(), file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "distc/dialects/paddle_ops.txt.gz")
+    main(sys.argv[1] if len(sys.argv) > 1 else "distc/dialects/paddle_ops.txt")
