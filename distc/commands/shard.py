@@ -150,6 +150,10 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
                             release_gradients=release_gradients,
                             pp_schedule=pp_schedule, acc_steps=acc_steps, vpp_degree=vpp_degree or 2,
                             paddle_merge=paddle)
+        if prove and dense and not opts.scheduled:  # (dense types hold no layout to prove against)
+            raise cmdline.UsageError("--verify proves the rank programs after reshard, which declare their layouts; "
+                                     "--dense programs do not: drop --dense (the dense program is that one with "
+                                     "the other ranks' ops removed and local types)")
         sources: dict[str, str] = {}
         pipe = ShardPipeline(load_kept(main_file, sources, program), opts, sources=sources,
                              diagnostics=diags, values_checked=True,  # (load_kept checked MAIN's values)
@@ -180,7 +184,8 @@ def command(main_file: str, output: str | None, stage: int, amp: bool, axis: str
         pipe.prepare()
         proof: dict = {}
         # several ranks, no schedule: proven from the programs the workers built, before the commit
-        after = serial is not None and many and not opts.scheduled
+        # (one rank is lowered in this process, in place: the others are built first, from copies)
+        after = serial is not None and many and not opts.scheduled and len(ranks) > 1
         unproven = _prove(pipe, serial, output if many else None, main_file, proof) \
             if serial is not None and not after else 0
         extra = {**(sched.json_fields(pipe) if opts.scheduled else {}), **({"verify": proof} if proof else {})}
@@ -265,8 +270,11 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
 
     from .verify import verify_built
 
+    rings: dict[int, dict] = {}  # each rank's ring table (fused ZeRO collectives carry the whole mesh)
+
     def build(rank: int) -> tuple[str, str | None]:
         res = built[rank] if built is not None and rank in built else pipe.lower(rank, copy=True)
+        rings[rank] = res.rings or {}
         return res.text, res.startup_text  # type: ignore[return-value]
 
     names = (lambda r: pattern.replace("{rank}", str(r))) if pattern and "{rank}" in pattern else \
@@ -282,7 +290,7 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
     st = pipe.startup
     serial_startup = None if st is None else st.clone() if isinstance(st, Program) else \
         {r: p.clone() for r, p in st.items()}
-    status = verify_built(serial, build, startup=serial_startup, names=names)
+    status = verify_built(serial, build, startup=serial_startup, names=names, rings=rings)
     if status == 1:
         cmdline.echo("verify: DIVERGED: nothing written", err=True)
         sys.exit(status)

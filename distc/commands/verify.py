@@ -61,15 +61,18 @@ def load_ranks(pattern: str, ranks: list[int]) -> dict[int, Program]:
 
 
 def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol: float, atol: float,
-               label: str = "verify", layouts: Mapping | None = None, mains: Mapping | None = None) -> StepReport:
+               label: str = "verify", layouts: Mapping | None = None, mains: Mapping | None = None,
+               rings: Mapping | None = None) -> StepReport:
     """The proof (a step, a one-reshard program, or startup programs when ``layouts`` are given,
     with the main rank programs ``mains``) with a progress bar over ranks and ops when stderr is a
-    terminal."""
+    terminal.  ``rings``: each rank's ring table (rank -> ring id -> group), when known."""
     total = len(serial.ops) + sum(len(p.ops) for p in progs.values())
     if layouts is not None:
         fn: Callable = functools.partial(verify_startup, layouts=layouts, mains=mains)
+    elif is_one_reshard(serial):
+        fn = verify_reshard_step
     else:
-        fn = verify_reshard_step if is_one_reshard(serial) else verify_step
+        fn = functools.partial(verify_step, rank_rings=rings) if rings else verify_step
     if not sys.stderr.isatty():
         return fn(serial, progs, seed=seed, rtol=rtol, atol=atol)
     from rich.progress import Progress
@@ -176,10 +179,12 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
 def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]], *,
                  startup: Program | Mapping[int, Program] | None = None,
                  names: Callable[[int], str] = lambda r: f"<rank {r}>", seed: int = 0, rtol: float = 1e-6,
-                 atol: float = 1e-8) -> int:
+                 atol: float = 1e-8, rings: Mapping[int, Mapping] | None = None) -> int:
     """``shard --verify`` / ``reshard --verify``: ``build(rank)`` gives a rank's printed program
     (and startup program); each is re-read (so reports point into the printed text) and proven
-    against ``serial``.  The report goes to stderr; returns the exit status."""
+    against ``serial``; ``rings`` (rank -> ring id -> group, filled by the builds) tells the proof
+    the groups the builder gave ring ids the programs' op meshes do not name.  The report goes to
+    stderr; returns the exit status."""
     from ..syntax.parser import parse
 
     check_serial(serial)
@@ -189,7 +194,7 @@ def verify_built(serial: Program, build: Callable[[int], tuple[str, str | None]]
         progs[r] = parse(text, names(r))
         if stext is not None:
             sprogs[r] = parse(stext, names(r) + " (startup)")
-    reports = [("verify", run_verify(serial, progs, seed=seed, rtol=rtol, atol=atol))]
+    reports = [("verify", run_verify(serial, progs, seed=seed, rtol=rtol, atol=atol, rings=rings))]
     if isinstance(startup, Program):
         reports.append(("verify startup", run_verify(startup, sprogs, seed=seed, rtol=rtol, atol=atol,
                                                      label="startup", layouts=program_layouts(progs), mains=progs)))

@@ -126,10 +126,12 @@ class Fusion:
         """The stage-0 global-norm clip: the optimizer-role ops the updates' gradients come
         through (squared_l2_norm ... divide, multiply), in program order."""
         seen: dict[int, Operation] = {}
+        # a gradient that is an input (its pd_op.data, optimizer role: the seed program) is no clip's
+        raw = {id(g.owner) for u in ups if (g := u.grad).owner is not None and not g.owner.operands}
         todo = [u.operands[[r for r, _ in u.sig.operands].index(GRAD)].owner for u in ups]
         while todo:
             op = todo.pop()
-            if op is None or id(op) in seen or role(op) != 2 or optimizer_sig(op) is not None:
+            if op is None or id(op) in seen or id(op) in raw or role(op) != 2 or optimizer_sig(op) is not None:
                 continue
             seen[id(op)] = op
             todo += [v.owner for v in op.operands if v is not None]

@@ -5,7 +5,7 @@ inputs, what a step leaves behind, and how values are compared."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -111,10 +111,12 @@ def _vname(v: Value) -> str:
 
 
 def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int = 0, rtol: float = 1e-6,
-                atol: float = 1e-8, progress: Callable[[int], None] | None = None) -> StepReport:
+                atol: float = 1e-8, progress: Callable[[int], None] | None = None,
+                rank_rings: Mapping[int, Mapping[int, Iterable[int]]] | None = None) -> StepReport:
     """Run ``serial`` and every rank of ``programs`` on the same seeded inputs and compare what the
     step leaves behind (see the module docstring).  Raises nothing for a wrong program: the
-    report's :attr:`StepReport.status` says 0 (equal), 1 (divergence) or 3 (no kernel)."""
+    report's :attr:`StepReport.status` says 0 (equal), 1 (divergence) or 3 (no kernel).
+    ``rank_rings``: each rank's ring table, when its builder knows it (:func:`simulate_ranks`)."""
     report = StepReport(sorted(programs), rtol, atol)
     if _unprovable(report, serial, programs):
         return report
@@ -141,7 +143,7 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
     except SimulationError as e:
         return failed(e, {0: serial.filename}, True)
     try:
-        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress)
+        rv = simulate_ranks(programs, inputs, seed=seed, progress=progress, rank_rings=rank_rings)
     except SimulationError as e:
         report = failed(e, {r: p.filename for r, p in programs.items()}, False)
         if e.partial and not isinstance(e, NoKernel):

@@ -28,7 +28,8 @@ class Simulator:
                  rings: Mapping[int, Iterable[int]] | None, check_types: bool, strict_rings: bool,
                  serial: bool = False, progress: Callable[[int], None] | None = None,
                  shapes_from_types: bool = False, layouts: Mapping[str, TensorDistAttr] | None = None,
-                 tags: Mapping[str, tuple] | None = None, slice_index: Callable | None = None) -> None:
+                 tags: Mapping[str, tuple] | None = None, slice_index: Callable | None = None,
+                 rank_rings: Mapping[int, Mapping[int, Iterable[int]]] | None = None) -> None:
         self.programs = dict(programs)
         self.tags = tags  # a startup proof: constants kept under these names are told apart (kernels.init)
         self.slice_index = slice_index  # (rank, name, shape) -> the global indices of its slice@ piece
@@ -43,6 +44,8 @@ class Simulator:
         self.strict_rings = strict_rings
         self._shards: dict[tuple, dict[int, np.ndarray]] = {}
         self._ring_users: dict[int, set[int]] | None = None
+        # rank -> ring id -> group: what 1-D op meshes name, else the builder's ring table (given)
+        self._given_rings = {r: {int(k): tuple(sorted(g)) for k, g in t.items()} for r, t in (rank_rings or {}).items()}
         self._rank_rings: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_groups: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_notes: list[tuple[list[int], str]] = []
@@ -88,6 +91,8 @@ class Simulator:
                 n = o.attrs.get("nranks")
                 if n is None or int(attr_value(n)) == d.mesh.size:
                     memo.setdefault(int(attr_value(a)), tuple(sorted(d.mesh.process_ids)))
+            for ring_id, group in self._given_rings.get(rank, {}).items():  # (what the text does not name)
+                memo.setdefault(ring_id, group)
         return memo.get(int(ring))
 
     def sub_group(self, op: Operation, rank: int, ring, nranks: int | None) -> tuple[int, ...] | None:
@@ -380,22 +385,26 @@ def simulate_ranks(programs: Mapping[int, Program], inputs: Mapping[str, Any], *
                    rings: Mapping[int, Iterable[int]] | None = None, check_types: bool = True,
                    strict_rings: bool = False, progress: Callable[[int], None] | None = None,
                    shapes_from_types: bool = False, layouts: Mapping[str, TensorDistAttr] | None = None,
-                   tags: Mapping[str, tuple] | None = None, slice_index: Callable | None = None
-                   ) -> dict[int, RankValues]:
+                   tags: Mapping[str, tuple] | None = None, slice_index: Callable | None = None,
+                   rank_rings: Mapping[int, Mapping[int, Iterable[int]]] | None = None) -> dict[int, RankValues]:
     """Run ``programs[rank]`` on every rank in lockstep.
 
     ``inputs`` maps ``pd_op.data`` names and ``builtin.parameter`` names to global numpy arrays
     (or to ``{rank: local array}`` mappings).  ``dist_op.shard_tensor``
     turns them into each rank's local piece (partial values: random pieces that reduce to the
     global value, the same on every rank for a given ``seed``).  ``rings`` optionally maps
-    ring ids to their ranks (needed only for collectives without an op mesh or ambiguous p2p).
+    ring ids to their ranks (needed only for collectives without an op mesh or ambiguous p2p);
+    ``rank_rings`` each rank's own (rank -> ring id -> ranks, as the program's builder numbered
+    them), for a collective on a 2-D op mesh whose 1-D group no op of the rank's program names (as
+    Paddle prints fused ZeRO buffers' collectives); what the program names comes first.
 
     Returns, for every rank, a :class:`RankValues` (``Value``/``"%N"`` -> ndarray; vectors are
     lists; values that do not exist on the rank are missing).  Raises :class:`SimulationError`
     when a rank cannot run its program or the ranks deadlock.
     """
     return Simulator(programs, inputs, seed, rings, check_types, strict_rings, progress=progress,
-                     shapes_from_types=shapes_from_types, layouts=layouts, tags=tags, slice_index=slice_index).run()
+                     shapes_from_types=shapes_from_types, layouts=layouts, tags=tags, slice_index=slice_index,
+                     rank_rings=rank_rings).run()
 
 
 def simulate_serial(program: Program, inputs: Mapping[str, Any], *, check_types: bool = True,
