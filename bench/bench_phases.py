@@ -56,6 +56,8 @@ wrap(pipe, "verify", "final verify")
 if hasattr(pipe, "verify_changed"):  # (the shard pipeline's final check since issue 23's passes work)
     wrap(pipe, "verify_changed", "final verify")
 wrap(pr, "print_program", "print")
+if hasattr(pr, "print_pieces"):  # (a file written from the printer's pieces since issue 23's print work)
+    wrap(pr, "print_pieces", "print")
 core.set_printer(pr.print_program, pr.number_values)
 run = base.PassManager.run
 def timed_run(self, prog, ctx=None):

@@ -27,10 +27,9 @@
 ``DISTC_FAULT_INJECT`` (tests only) injects faults at the write layer:
 ``POINT[:WHICH]=ACTION`` items separated by ``;`` — POINT ``plan`` (each output planned: checked,
 before the work), ``write`` (each file written, after half of its bytes), ``commit`` (before the
-renames), ``rename`` (before each rename); WHICH a 1-based
-count in this process or a target's base name; ACTION ``ENOSPC``/``EIO``/``EACCES`` (an OSError),
-``SIGINT``/``SIGTERM``/``SIGHUP``/``SIGKILL`` (to this process), ``parent:SIG`` / ``group:SIG``,
-or ``sleep:SECONDS``.
+renames), ``rename`` (before each rename); WHICH a 1-based count in this process or a target's
+base name; ACTION ``ENOSPC``/``EIO``/``EACCES`` (an OSError), ``SIGINT``/``SIGTERM``/``SIGHUP``/
+``SIGKILL`` (to this process), ``parent:SIG`` / ``group:SIG``, or ``sleep:SECONDS``.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from .ir.records import field, record
 from .syntax.diagnostics import DiagnosticError
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-CHUNK = 1 << 20  # characters encoded and written at a time (no second copy of a big program)
+CHUNK, PIECES = 1 << 20, 1024  # characters (of a str) or pieces (the printer's list) encoded and written at a time
 FAULT_ENV = "DISTC_FAULT_INJECT"
 
 
@@ -248,15 +247,16 @@ class Outputs:
         return fd
 
     # ------------------------------------------------------------------ writing
-    def write(self, t: Target | None, text: str) -> None:
-        """Stage ``text`` for ``t``: a file target gets its temporary file now (also in a forked
-        worker: the name was chosen when it was planned); a stream keeps the text for the commit."""
+    def write(self, t: Target | None, text: str | list[str]) -> None:
+        """Stage ``text`` (or the printer's pieces) for ``t``: a file target gets its temporary file now (also in
+        a forked worker: the name was chosen when it was planned); a stream keeps the text for the commit."""
         if t is None:
             return
-        if t.stream:
-            t.text = text
-            return
-        if t.path.lower().endswith((".gz", ".xz")):  # written compressed (imported only then)
+        if t.stream or t.path.lower().endswith((".gz", ".xz")):  # (compressed: imported only then)
+            text = text if isinstance(text, str) else "".join(text)
+            if t.stream:
+                t.text = text
+                return
             text = __import__("distc.compressed", fromlist=["packed"]).packed(t.path, text)
         try:
             fd = os.open(t.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
@@ -273,8 +273,8 @@ class Outputs:
         finally:
             os.close(fd)
 
-    def _write_fd(self, fd: int, text: str, fault: "_Fault | None" = None) -> None:
-        """All of ``text`` (str: encoded a chunk at a time; bytes: as is), a fault after half of it."""
+    def _write_fd(self, fd: int, text: str | bytes | list[str], fault: "_Fault | None" = None) -> None:
+        """All of ``text`` (str: encoded a chunk at a time; bytes: as is; pieces: PIECES a time), a fault at half."""
         half = len(text) // 2 if fault is not None else len(text)
         _write_range(fd, text, 0, half)
         if fault is not None:
@@ -471,10 +471,10 @@ def _parse_faults(text: str) -> list[_Fault]:
     return out
 
 
-def _write_range(fd: int, text: str, start: int, end: int) -> None:
-    for pos in range(start, end, CHUNK):
-        part = text[pos:min(pos + CHUNK, end)]
-        view = memoryview(part if isinstance(part, bytes) else part.encode("utf-8"))
+def _write_range(fd: int, text: str | bytes | list[str], start: int, end: int) -> None:
+    for pos in range(start, end, (step := PIECES if isinstance(text, list) else CHUNK)):  # (pieces: no fresh pages)
+        part = text[pos:min(pos + step, end)]
+        view = memoryview(part if isinstance(part, bytes) else (part if isinstance(part, str) else "".join(part)).encode())
         while view:
             view = view[os.write(fd, view):]
 

@@ -141,7 +141,7 @@ class RankTargets:
     job_list: Target | None = None
 
     def write(self, out, res: RankResult) -> None:
-        out.write(self.main, res.text)
+        out.write(self.main, res.text_pieces())
         if self.startup is not None and res.startup_text is not None:
             out.write(self.startup, res.startup_text)
         if res.plan is not None:

@@ -63,13 +63,27 @@ class RankResult:
     derived: dict | None = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
     _startup_text: str | None = field(default=None, repr=False)
+    _pieces: list | None = field(default=None, repr=False, compare=False)  # see text_pieces
 
     @property
     def text(self) -> str | None:
         """The main program's text (printed once)."""
-        if self._text is None and self.program is not None:
-            self._text = str(self.program)
+        if self._text is None:
+            if self._pieces is not None:
+                self._text, self._pieces = "".join(self._pieces), None
+            elif self.program is not None:
+                self._text = str(self.program)
         return self._text
+
+    def text_pieces(self) -> str | list[str] | None:
+        """``text`` as a file is written from it: the text once printed, else the printer's pieces
+        (:func:`distc.syntax.printer.print_pieces`: no string of the whole text is made; kept, so
+        that ``text`` asked later only joins them)."""
+        if self._text is None and self._pieces is None and self.program is not None:
+            from ..syntax.printer import print_pieces
+
+            self._pieces = print_pieces(self.program)
+        return self._text if self._text is not None else self._pieces
 
     @property
     def startup_text(self) -> str | None:
@@ -105,7 +119,7 @@ class RankResult:
         derived = None if self.derived is None else {r: x.detached(texts) for r, x in self.derived.items()}
         return replace(self, program=None, startup=None, dense=None, collectives=colls, plan=plan, steps=[],
                                    layouts=None, fused_dist=None, derived=derived,
-                                   _text=self._text if texts else None,
+                                   _text=self.text if texts else None, _pieces=None,
                                    _startup_text=self._startup_text if texts else None)
 
 

@@ -16,7 +16,7 @@ from operator import attrgetter
 from ..ir.attrs import format_attr_dict
 from ..ir.core import _ABSENT, Block, BlockArgument, Operation, Program, Value, set_printer
 from . import parser as _parser  # noqa: F401  (the package first: see distc/syntax/__init__.py)
-from .parser.fast import FastParser, op_match
+from .parser.fast import _OP_HEAD, FastParser, op_match
 from .parser.texts import item_span
 
 _TYPE = attrgetter("_type")
@@ -29,6 +29,19 @@ def _spans(src: str, name: str) -> tuple[int, int, int]:
     p = src.find(') = "')
     q = src.find('" (', p + 5 + len(name)) if p >= 0 else -1
     return p, q, (src.find(")", q + 3) if q >= 0 else -1)
+
+
+def _attr_source(src: str) -> str:
+    """``op_match(src)[5]``, the attribute text of a parsed op line, without slicing its types:
+    its end is where op_match's tail finds it first (the last ``} : (`` before the last ``) ->``)."""
+    m = _OP_HEAD.match(src)
+    if m is not None:
+        h = m.end()
+        k = src.rfind("} : (", h)
+        j = src.rfind(") ->", k + 5) if k >= 0 else -1
+        if j >= 0 and (j + 4 == len(src) or src[j + 4] == " "):
+            return src[h:k]
+    return op_match(src)[5]  # type: ignore[index]
 
 
 class _Printer:
@@ -207,23 +220,40 @@ class _Printer:
             nl += 1
             renamed = False
             res = op.results
-            for r in res:  # (_name_result, inline)
-                n = r.name
-                if n is None or n.isdigit():
+            if len(res) == 1:  # (the common case: its printed name kept at hand)
+                r = res[0]
+                rt = r.name
+                if rt is None or rt.isdigit():
                     pn = str(counter)
                     counter += 1
-                    if pn != n:
-                        names[r] = pn
+                    if pn != rt:
+                        names[r] = rt = pn
                         renamed = True
+            else:
+                rt = None
+                for r in res:  # (_name_result, inline)
+                    n = r.name
+                    if n is None or n.isdigit():
+                        pn = str(counter)
+                        counter += 1
+                        if pn != n:
+                            names[r] = pn
+                            renamed = True
             opnds = op._operands
             src = op.src
             if src is not None and not op.dirty and not renamed and (not names or names.keys().isdisjoint(opnds)):
                 out += (src, "\n")
                 continue
             # the results as printed: rp + rt, the operands vp + vs (names.get(v, v.name) of each, in C)
-            rp, rt = ("(%", ", %".join(map(names.get, res, map(_NAME, res)))) if res else ("(", "")
+            if rt is not None:
+                rp = "(%"
+            else:
+                rp, rt = ("(%", ", %".join(map(names.get, res, map(_NAME, res)))) if res else ("(", "")
             if not opnds:
                 vp = vs = ""
+            elif len(opnds) == 1 and opnds[0] is not None:
+                v = opnds[0]
+                vp, vs = "%", names.get(v, v.name)
             elif None not in opnds:
                 vp, vs = "%", ", %".join(map(names.get, opnds, map(_NAME, opnds)))
             else:
@@ -358,7 +388,7 @@ class _Printer:
     def _attr_text(self, op: Operation) -> str:
         """The attributes of an op line, inside its braces."""
         if (op._as_read or (op._edits is not None and op._attrs is None)) and not self.canonical:
-            atext = op_match(op.src)[5]  # type: ignore[index]
+            atext = _attr_source(op.src)  # type: ignore[arg-type]
             # a parsed op whose attributes are as read (its operands or types changed: partition
             # retypes and renames most ops): its attribute text as it was; with items set or
             # deleted since and the rest unread (partition's op_dist_attr): those replaced
@@ -402,7 +432,14 @@ class _Printer:
 
 def print_program(prog: Program, *, canonical: bool = False) -> str:
     """The program's text.  ``canonical=True`` ignores source lines and prints every op anew."""
-    return _print(prog, canonical)[0]
+    return "".join(_print(prog, canonical)[0])
+
+
+def print_pieces(prog: Program) -> list[str]:
+    """The program's text in pieces (their join is :func:`print_program`'s text): a file is
+    written from them a few thousand at a time, without a string of the whole text (a big
+    program's text is megabytes of fresh memory: page faults)."""
+    return _print(prog)[0]
 
 
 def print_lines(prog: Program, ops) -> tuple[str, dict[int, int]]:
@@ -410,19 +447,21 @@ def print_lines(prog: Program, ops) -> tuple[str, dict[int, int]]:
     index of its line in ``text.split("\\n")`` (the printer's own layout: the head's lines, block
     arguments' lines such as ``^kw:``, comment lines, regions)."""
     marks = dict.fromkeys(ops)
-    text = _print(prog, marks=marks)[0]
+    text = "".join(_print(prog, marks=marks)[0])
     at = prog.head.count("\n")
     return text, {k: at + i for k, i in marks.items() if i is not None}
 
 
-def _print(prog: Program, canonical: bool = False, marks: dict | None = None) -> tuple[str, dict[Value, str]]:
+def _print(prog: Program, canonical: bool = False, marks: dict | None = None) -> tuple[list[str], dict[Value, str]]:
+    """The text's pieces (joined once by the caller, or written: no string a line) and the names
+    values were printed with where not their own."""
     p = _Printer(prog, canonical, marks)
+    p.out.append(prog.head)
     p.block(prog.block, prog.style.indent, prog.style.indent, top=True)
-    out = p.out  # (one join: no second copy of a big program's text, no string a line before it)
-    out.insert(0, prog.head)
+    out = p.out
     out.append(prog.tail)
-    text = "".join(out)
-    return (text if prog.style.newline == "\n" else text.replace("\n", prog.style.newline)), p.names
+    nl = prog.style.newline
+    return (out if nl == "\n" else [t.replace("\n", nl) for t in out]), p.names
 
 
 def number_values(prog: Program) -> dict[Value, str]:

@@ -1,0 +1,71 @@
+"""A rank's program written from the printer's pieces (no string of the whole text): the same
+bytes as its text, in a file, a compressed file or on a stream, and its text asked later only
+joins the pieces kept."""
+
+import gzip
+import os
+from pathlib import Path
+
+import distc
+import distc.outputs
+from distc.outputs import Outputs
+from distc.syntax.printer import print_pieces, print_program
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "mlp_dp2mp2_adamw.ir"
+
+
+def _lowered(text: str):
+    return distc.shard(distc.parse(text, str(SAMPLE)), rank=1)
+
+
+def test_pieces_join_to_the_text_in_every_newline_style():
+    text = SAMPLE.read_text()
+    for src in (text, text.replace("\n", "\r\n")):
+        prog = _lowered(src).program
+        pieces = print_pieces(prog)
+        assert isinstance(pieces, list) and len(pieces) > 100
+        assert "".join(pieces) == print_program(prog) == str(prog)
+        assert ("\r\n" in "".join(pieces)) == ("\r\n" in src)
+
+
+def test_a_result_written_from_its_pieces_keeps_them_for_its_text():
+    res = _lowered(SAMPLE.read_text())
+    want = print_program(res.program)
+    pieces = res.text_pieces()
+    assert isinstance(pieces, list) and res.text_pieces() is pieces  # (printed once)
+    assert res.text == want and res._pieces is None  # joined, not printed again
+    assert res.text_pieces() == want
+    sent = _lowered(SAMPLE.read_text())
+    sent.text_pieces()
+    assert sent.detached(texts=True).text == want  # a worker's result sent with its text
+
+
+def test_pieces_are_written_as_the_text_to_a_file_a_compressed_file_and_a_stream(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(distc.outputs, "PIECES", 7)  # (many chunks, one cut inside a line)
+    res = _lowered(SAMPLE.read_text())
+    want = print_program(res.program)
+    plain, packed = tmp_path / "r1.ir", tmp_path / "r1.ir.gz"
+    with Outputs() as out:
+        targets = [out.add("-o", str(plain)), out.add("-o", str(packed)), out.add("-o", "-")]
+        for t in targets:
+            out.write(t, print_pieces(res.program))
+        out.commit()
+    assert plain.read_text() == want
+    assert gzip.decompress(packed.read_bytes()).decode() == want
+    assert capfd.readouterr().out == want
+
+
+def test_a_fault_half_way_through_the_pieces_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(distc.outputs, "PIECES", 7)
+    res = _lowered(SAMPLE.read_text())
+    target = tmp_path / "r1.ir"
+    monkeypatch.setenv("DISTC_FAULT_INJECT", "write=EIO")
+    try:
+        with Outputs() as out:
+            out.write(out.add("-o", str(target)), res.text_pieces())
+            out.commit()
+    except OSError as e:
+        assert "r1.ir" in str(e)
+    else:
+        raise AssertionError("the injected fault did not fire")
+    assert not target.exists() and not [p for p in os.listdir(tmp_path)]
