@@ -264,3 +264,82 @@ def test_compiled_methods_are_made_on_first_call_from_any_thread():
     assert Sub(3).items == [] and Sub(3).items is not Sub(3).items
     with pytest.raises(TypeError):
         Key()
+
+
+_SPY = r"""
+import importlib, pkgutil, sys
+import distc.ir.records as R
+made = []
+orig = R._deferred
+def spy(cls, src, ns, names, plan=None):
+    made.append((cls.__qualname__, src, dict(ns), names, plan))
+    return orig(cls, src, ns, names, plan)
+R._deferred = spy
+import distc
+for m in pkgutil.walk_packages(distc.__path__, "distc."):
+    if not m.name.endswith("__main__"):
+        importlib.import_module(m.name)
+fields = ("co_code", "co_consts", "co_names", "co_varnames", "co_argcount", "co_posonlyargcount",
+          "co_kwonlyargcount", "co_flags", "co_nlocals", "co_stacksize", "co_exceptiontable", "co_name",
+          "co_filename")
+templated = 0
+for qual, src, ns, names, plan in made:
+    if plan is None:
+        continue
+    templated += 1
+    compiled = dict(ns)
+    exec(src, compiled)
+    got = R._templated(plan, dict(ns))
+    assert sorted(got) == sorted(names), (qual, sorted(got), names)
+    for k in names:
+        a, b = compiled[k], got[k]
+        for f in fields:
+            assert getattr(a.__code__, f) == getattr(b.__code__, f), (qual, k, f)
+        assert a.__defaults__ == b.__defaults__ and all(x is y for x, y in zip(a.__defaults__ or (), b.__defaults__ or ())), (qual, k)
+        assert a.__globals__.keys() == b.__globals__.keys() or b.__globals__ is not None
+print(len(made), templated)
+"""
+
+
+def test_templated_methods_are_the_compiled_source():
+    """Every record of distc whose methods come from record_templates gets the bytecode, names,
+    constants and defaults that compiling its source gives; the templates file is what
+    ``template_source`` writes."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    assert Path(records.__file__).with_name("record_templates.py").read_text() == records.template_source()
+    out = subprocess.run([sys.executable, "-c", _SPY], capture_output=True, text=True, check=True).stdout.split()
+    made, templated = map(int, out[-2:])
+    assert made >= 80 and templated >= made // 2
+
+
+def test_templated_record_behaves_as_compiled():
+    """A record made from templates (plain fields with defaults, frozen and not) acts as one whose
+    methods were compiled: keywords, defaults, errors, equality and hash."""
+
+    @record(frozen=True, slots=True)
+    class Pair:
+        left: int
+        right: str = "r"
+        note: str = field(default="", compare=False)
+
+    @record
+    class Loose:
+        a: int
+        b: tuple = ()
+
+    p = Pair(1)
+    assert (p.left, p.right, p.note) == (1, "r", "") and Pair(right="s", left=2).right == "s"
+    assert p == Pair(1, note="other") and hash(p) == hash((1, "r")) and p != Pair(2)
+    assert Pair.__init__.__code__.co_varnames[:4] == ("self", "left", "right", "note")
+    with pytest.raises(FrozenInstanceError):
+        p.left = 3
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'left'"):
+        Pair()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'zz'"):
+        Loose(1, zz=2)
+    x = Loose(1)
+    x.b = (2,)
+    assert x == Loose(1, (2,)) and Loose.__hash__ is None and Loose.__init__.__qualname__.endswith("Loose.__init__")

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from _thread import get_ident
 from operator import attrgetter
+from types import FunctionType
+
+from .record_templates import __dict__ as _TEMPLATES  # (not `from . import`: distc.ir's __getattr__ would answer)
 
 MISSING = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
 
@@ -140,6 +143,92 @@ def _source(cls, fs: list[Field], frozen: bool, slots: bool, ns: dict, own: dict
     return "\n".join(lines)
 
 
+TEMPLATE_FIELDS = 12  # record_templates holds the shapes of methods of up to this many fields
+TEMPLATE_MEMO = 8  # ... and of a frozen record's __init__ of up to this many fields and a memo slot after them
+_RESERVED = frozenset(("self", "other", "hash", "_setattr", "NotImplemented", "__class__", "__post_init__"))  # (the templates' own names)
+
+
+def template_source(most: int = TEMPLATE_FIELDS) -> str:
+    """The text of :mod:`distc.ir.record_templates`: the methods :func:`_source` writes, for 0 to
+    ``most`` fields named ``_0_``, ``_1_``, ...  (``python -c 'import distc.ir.records as r;
+    print(r.template_source(), end="")' > distc/ir/record_templates.py``)."""
+    out = [f'"""{_TEMPLATES["__doc__"]}"""', "", "# fmt: off", ""]
+    for n in range(most + 1):
+        ph = [f"_{i}_" for i in range(n)]
+        out.append(f"def init_{n}({', '.join(['self', *ph])}):")
+        out += [f"    self.{p} = {p}" for p in ph] or ["    pass"]
+        out.append(f"def frozen_init_{n}({', '.join(['self', *ph])}):")
+        out += [f"    _setattr(self, {p!r}, {p})" for p in ph] or ["    pass"]
+        if n <= TEMPLATE_MEMO:  # (one more field, not a parameter, set to its default; then __post_init__)
+            for post in ("", "p"):
+                out.append(f"def frozen_init_{n}_d{post}({', '.join(['self', *ph])}):")
+                out += [f"    _setattr(self, {p!r}, {p})" for p in ph]
+                out.append("    _setattr(self, '_x_', _d__x_)")
+                if post:
+                    out.append("    self.__post_init__()")
+        out += [f"def eq_{n}(self, other):", "    if other.__class__ is self.__class__:",
+                f"        return {_tuple('self', ph)} == {_tuple('other', ph)}", "    return NotImplemented"]
+        out += [f"def hash_{n}(self):", f"    return hash({_tuple('self', ph)})"]
+    return "\n".join(out) + "\n"
+
+
+def _plan(cls, fs: list[Field], frozen: bool, slots: bool, own: dict, eq: bool, hash_fn: bool) -> list | None:
+    """How :func:`_templated` makes what :func:`_source` writes for ``cls`` (same arguments): one
+    ``(method, template name, field names, defaults)`` a method; None where no template has its
+    shape (a factory, an ``init=False`` field set in ``__init__``, ``__post_init__``, many fields)."""
+    params, defaults, memo = [], [], []
+    for f in fs:
+        if not f.init and f.default is not MISSING and slots and f.default_factory is MISSING:
+            memo.append(f.name)  # (set to its default in __init__: a frozen record's memo slot, after its parameters)
+            continue
+        if f.default_factory is not MISSING or memo:
+            return None
+        if f.init:
+            params.append(f.name)
+            if f.default is not MISSING:
+                defaults.append(f.default)
+            elif defaults:
+                return None  # (the source's error: said by compiling it)
+    post = hasattr(cls, "__post_init__")
+    if (post or memo) and not (frozen and len(memo) == 1 and len(params) <= TEMPLATE_MEMO):
+        return None
+    plan = []
+    if "__init__" not in own:
+        if memo:
+            plan.append(("__init__", f"frozen_init_{len(params)}_d{'p' if post else ''}", params + memo, tuple(defaults)))
+        else:
+            plan.append(("__init__", f"{'frozen_' if frozen else ''}init_{len(params)}", params, tuple(defaults)))
+    if frozen and eq and "__eq__" not in own:
+        plan.append(("__eq__", "eq_%d", [f.name for f in fs if f.compare], ()))
+    if frozen and hash_fn:
+        plan.append(("__hash__", "hash_%d", [f.name for f in fs if (f.compare if f.hash is None else f.hash)], ()))
+    out = []
+    for k, template, names, dflt in plan:
+        if len(names) > TEMPLATE_FIELDS or _RESERVED.intersection(names) or any(n.startswith("_d_") for n in names):
+            return None
+        out.append((k, template.replace("%d", str(len(names))), names, dflt))
+    return out
+
+
+def _templated(plan: list, ns: dict) -> dict:
+    """The methods of ``plan`` (see :func:`_plan`): templates' code, placeholders renamed, with
+    ``ns`` for globals (as ``exec(src, ns)`` gives them)."""
+    ns.setdefault("__builtins__", __builtins__)
+    out = {}
+    for k, template, names, defaults in plan:
+        code = _TEMPLATES[template].__code__
+        ren = {f"_{i}_": n for i, n in enumerate(names)}
+        if template.endswith(("_d", "_dp")):  # (the last name: the memo slot, '_x_', set to the global '_d__x_')
+            ren.pop(f"_{len(names) - 1}_")
+            ren["_x_"], ren["_d__x_"] = names[-1], f"_d_{names[-1]}"
+        code = code.replace(co_name=k, co_qualname=k, co_filename="<string>",
+                            co_varnames=tuple(ren.get(v, v) for v in code.co_varnames),
+                            co_names=tuple(ren.get(v, v) for v in code.co_names),
+                            co_consts=tuple(ren.get(c, c) if type(c) is str else c for c in code.co_consts))
+        out[k] = FunctionType(code, ns, k, defaults or None)
+    return out
+
+
 def _getter(names: list[str]):
     """obj -> the tuple of its ``names`` (as the dataclass methods compare and hash them)."""
     if len(names) > 1:
@@ -195,15 +284,19 @@ def _methods(cls, fs: list[Field], frozen: bool, eq: bool) -> dict:
     return out
 
 
-def _deferred(cls, src: str, ns: dict, names: list[str]) -> dict:
+def _deferred(cls, src: str, ns: dict, names: list[str], plan: list | None = None) -> dict:
     """Stand-ins for the compiled methods ``names`` of ``cls`` (``src`` defines them): the first
-    call of any of them compiles ``src`` -- one ``exec`` for the class, as at its creation before
-    -- and puts the compiled methods in their places, then calls its own.  A record the run never
-    makes (or, frozen, never compares or hashes) costs no compile: ~0.25 ms a class, 20 of the 49
-    a ``distc shard -q`` run defines.  Two threads may both compile: each installs the same methods."""
+    call of any of them makes them -- from ``plan``'s templates (see :func:`_plan`), else by
+    compiling ``src``, one ``exec`` for the class -- and puts them in their places, then calls its
+    own.  A record the run never makes (or, frozen, never compares or hashes) costs nothing: a
+    compile is ~0.25 ms a class, 20 of the 49 a ``distc shard -q`` run defines.  Two threads may
+    both make them: each installs the same methods."""
 
     def load() -> None:
-        exec(src, ns)
+        if plan is not None:
+            ns.update(_templated(plan, ns))
+        else:
+            exec(src, ns)
         for k in names:
             fn = ns[k]
             fn.__qualname__ = f"{cls.__qualname__}.{k}"
@@ -254,8 +347,10 @@ def _build(cls, frozen: bool, slots: bool, eq: bool):
     explicit_hash = not (explicit is MISSING or (explicit is None and "__eq__" in own))
     methods = _methods(cls, fs, frozen, eq)
     ns = {"_setattr": object.__setattr__, "_FACTORY": MISSING}
-    src = _source(cls, fs, frozen, slots, ns, own, eq, eq and frozen and not explicit_hash)  # (its errors: now)
-    methods.update(_deferred(cls, src, ns, [k for k in ("__init__", "__eq__", "__hash__") if f"def {k}(" in src]))
+    hash_fn = eq and frozen and not explicit_hash
+    src = _source(cls, fs, frozen, slots, ns, own, eq, hash_fn)  # (its errors: now)
+    methods.update(_deferred(cls, src, ns, [k for k in ("__init__", "__eq__", "__hash__") if f"def {k}(" in src],
+                             _plan(cls, fs, frozen, slots, own, eq, hash_fn)))
     for k, fn in methods.items():
         if k not in own or k == "__hash__":  # (a class with its own __eq__ has __hash__ = None)
             fn.__qualname__ = f"{cls.__qualname__}.{k}"
