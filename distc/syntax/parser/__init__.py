@@ -215,18 +215,19 @@ def detect_style(text: str, prog: Program, facts: tuple[bool, bool] | None = Non
     numbering and key order (``renumber``, ``sorted_attrs``) as the fast path found them while
     reading (:attr:`FastParser.facts`), else they are found here, walking the program."""
     s = Style()
-    head = text[:200_000]
-    s.typed_attrs = any(t in head for t in ("(Int32)", "(Int64)", "(pd_op.", "(Float)", "(Double)", "(Bool)"))
-    if "builtin.tensor<" in head:
+    h = min(len(text), _HEAD)  # (what the first 200,000 characters hold: found in the text, no copy)
+    s.typed_attrs = _TYPED.search(text, 0, h) is not None
+    if text.find("builtin.tensor<", 0, h) >= 0:
         s.tensor_prefix = "builtin.tensor"
-    elif "pd_op.tensor<" in head:
+    elif text.find("pd_op.tensor<", 0, h) >= 0:
         s.tensor_prefix = "pd_op.tensor"
-    has_dist = "pd_dist.tensor<" in head
-    s.placements = ("placements:[" in head) if has_dist else not s.typed_attrs
-    s.chunk_id = (",chunk_id:" in head) if "op_dist_attr:{" in head else not s.typed_attrs
-    if has_dist and "process_ids:" not in head.split("pd_dist.tensor<", 1)[1][:300]:
+    d = text.find("pd_dist.tensor<", 0, h)
+    has_dist = d >= 0
+    s.placements = (text.find("placements:[", 0, h) >= 0) if has_dist else not s.typed_attrs
+    s.chunk_id = (text.find(",chunk_id:", 0, h) >= 0) if text.find("op_dist_attr:{", 0, h) >= 0 else not s.typed_attrs
+    if has_dist and text.find("process_ids:", d + 15, min(d + 315, h)) < 0:
         s.dist_form = "nopids"
-    s.double_fill = "(Float)" not in head or "(Double)" in head
+    s.double_fill = not s.typed_attrs or text.find("(Float)", 0, h) < 0 or text.find("(Double)", 0, h) >= 0
     if facts is not None:
         s.renumber, s.sorted_attrs = facts
     else:
@@ -274,3 +275,5 @@ def _numbering(prog: Program) -> tuple[bool, bool]:
 
 
 _NAMED = re.compile(r"[A-Za-z_][\w.@]*")
+_HEAD = 200_000  # the print style is found in a program's first characters
+_TYPED = re.compile(r"\((?:Int32\)|Int64\)|pd_op\.|Float\)|Double\)|Bool\))")  # typed attribute values: (Int32)1

@@ -14,8 +14,9 @@ from .leaves import (
     check_nesting,
 )
 from .names import (
-    _FEW, _FEW_QUOTES, OPERANDS as _OPERANDS, RESULTS as _RESULTS, VALUE, VALUE_OR_NULL, Builder, Named as _Named, read_run,
+    _FEW, _FEW_QUOTES, OPERANDS as _OPERANDS, RESULTS as _RESULTS, Builder, Named as _Named, read_run,
 )
+from .lines import _CLOSE, _ELSE, _NON_TRIVIA, _OP, _OP_HEAD, _REGION_OP, _TRIVIA, op_match, op_tail  # noqa: F401 (re-exported)
 from .texts import (
     CACHE_TEXT, Cache as _Cache, Unread, from_skeleton, item_span, joined_line, keep_skeleton,
     kwarg_lines as _kwarg_lines, skeleton_of, split_plain as _split_plain,
@@ -44,58 +45,6 @@ class _Resume(Exception):
         self.at_end = at_end  # no closing line: only the grammar's error is wanted
 
 
-_OP = re.compile(
-    r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
-    re.S,  # an op line may hold raw newlines inside strings (joined lines)
-)
-_V, _VN = VALUE, VALUE_OR_NULL
-# the result and operand lists are read here, checked: one way to match, possessive (*+: no
-# backtracking state kept per item; a list of 800,000 results took 30x its size in the regex
-# engine's stack otherwise)
-_OP_HEAD = re.compile(rf'([ \t]*)\(((?:{_V}(?:, {_V})*+)?)\) = "([^"]+)"(?: \[id:(\d+)\])? '
-                      rf'\(((?:{_VN}(?:, {_VN})*+)?)\) \{{')
-
-
-def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
-    """``_OP.fullmatch(text, pos, end).groups()`` (or ``None``) without the regex's backtracking
-    over the whole line: the head is read by a regex (it has one way to match), the attributes
-    end at the last ``} : (`` and the input types at the last ``) ->`` after which the rest fits,
-    as the greedy groups would."""
-    if end is None:
-        end = len(text)
-    m = _OP_HEAD.match(text, pos, end)
-    return None if m is None else op_tail(text, m, end)
-
-
-def op_tail(text: str, m: re.Match, end: int) -> tuple | None:
-    """:func:`op_match` of a line whose head ``m`` read (up to ``end``)."""
-    h = m.end()
-    k = text.rfind("} : (", h, end)
-    while k >= 0:
-        j = text.rfind(") ->", k + 5, end)
-        while j >= 0:
-            a = j + 4
-            if a == end:
-                return (*m.groups(), text[h:k], text[k + 5:j], None)
-            c = text[a]
-            if c == " ":
-                return (*m.groups(), text[h:k], text[k + 5:j], text[a + 1:end].rstrip(" \t"))
-            if not text[a:end].strip(" \t"):
-                return (*m.groups(), text[h:k], text[k + 5:j], None)
-            j = text.rfind(") ->", k + 5, j + 3)
-        k = text.rfind("} : (", h, k + 4)
-    return None
-
-
-_REGION_OP = re.compile(
-    r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} -> (.*?) \{[ \t]*'
-)
-_CLOSE = re.compile(r"[ \t]*\}[ \t]*")
-_ELSE = re.compile(r"[ \t]*\} else \{[ \t]*")
-_TRIVIA = re.compile(r"[ \t]*(//.*)?")
-_NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
-
-
 _KNOWN_TYPES = 4096  # type and mesh spellings kept across type lists
 _KNOWN_TEXT = 4096  # ... from type lists spelt in fewer characters than this
 
@@ -119,7 +68,7 @@ class FastParser:
         self.skeletons = _Cache()  # attribute texts with their strings emptied -> (dict, string keys)
         self.dist: dict[str, object] = {}
         self.meshes: dict = {}  # long mesh spellings read in the current parse (see leaves._mesh_of)
-        self.known_types: dict = {}  # types and meshes by spelling, across type lists
+        self.known_types: dict = {}  # types, meshes and tensor dist attrs by spelling, across type lists and items
         self._lark_inst = None
         self.unread = Unread(self)  # what the ops of the current parse left unread ask
         self.unsorted: dict[int, dict] = {}  # id -> the attribute dicts read whose keys are out of order
@@ -143,14 +92,21 @@ class FastParser:
             if not text:
                 t = []
             else:
-                known = self.known_types if len(text) < _KNOWN_TEXT else None  # (no long spelling kept)
-                if known is not None and len(known) > _KNOWN_TYPES:
-                    known.clear()  # (distinct spellings galore: they do not come back)
-                t = _fast_type_list(text, self.meshes, known)
+                t = _fast_type_list(text, self.meshes, self._known(text))
                 if t is None:
                     t = self._lark.parse(check_nesting(text), start="type_list")
             self.types.keep(text, t)
         return t
+
+    def _known(self, text: str) -> dict | None:
+        """The types, meshes and tensor dist attrs read, by spelling, to read ``text`` with (None:
+        a long text, whose spellings are not kept)."""
+        if len(text) >= _KNOWN_TEXT:
+            return None
+        known = self.known_types
+        if len(known) > _KNOWN_TYPES:
+            known.clear()  # (distinct spellings galore: they do not come back)
+        return known
 
     def attr_dict(self, text: str) -> dict:
         dicts = self.attr_dicts
@@ -223,7 +179,7 @@ class FastParser:
         if kv is None:
             kv = _number_list(item)
         if kv is None and item.startswith("op_dist_attr:{"):
-            od = _fast_op_dist(item[13:], self.meshes)
+            od = _fast_op_dist(item[13:], self.meshes, self._known(item))
             if od is not None:
                 kv = "op_dist_attr", od
         if kv is None:

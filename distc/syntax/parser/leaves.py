@@ -165,8 +165,22 @@ _TDIST = re.compile(
 
 
 def _fast_tdist(m, known: dict | None = None, meshes: dict | None = None) -> "TensorDistAttr | None":
-    """A tensor dist attr from a ``_TDIST`` match (``None``: let the grammar decide)."""
+    """A tensor dist attr from a ``_TDIST`` match (``None``: let the grammar decide).  ``known``
+    (see :func:`_mesh_of`) also keeps the attrs read, by spelling: a dump's op_dist_attr values and
+    types repeat a few of them (mlp96: 123 read, a handful distinct)."""
+    if known is not None:
+        spelling = m.group()
+        attr = known.get(spelling)
+        if attr is not None:
+            return attr
+        attr = _read_tdist(m, known, meshes)
+        if attr is not None:
+            known[spelling] = attr
+        return attr
+    return _read_tdist(m, known, meshes)
 
+
+def _read_tdist(m, known: dict | None, meshes: dict | None) -> "TensorDistAttr | None":
     mshape, pids, dm, partial, pl = m.groups()
     try:
         mesh = _mesh_of(mshape, pids, known, meshes)
@@ -285,13 +299,16 @@ _OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?
 _OD_ENTRY = re.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
 
 
-def _fast_op_dist(text: str, meshes: dict | None = None):
-    """``op_dist_attr`` values in the F2-F4 formats without the grammar (``None``: use it)."""
+def _fast_op_dist(text: str, meshes: dict | None = None, known: dict | None = None):
+    """``op_dist_attr`` values in the F2-F4 formats without the grammar (``None``: use it).
+    ``known``: meshes and tensor dist attrs already read, by spelling (the parser's, shared with
+    its type lists; else this value's own)."""
 
     m = _OD.fullmatch(text)
     if m is None:
         return None
-    known: dict = {}
+    if known is None:
+        known = {}
     try:
         mesh = _mesh_of(m.group(1), m.group(2), known, meshes)
     except ValueError:
@@ -309,7 +326,12 @@ def _fast_op_dist(text: str, meshes: dict | None = None):
             lst.append(null_dist_attr())
             continue
         vec = body[0] == "["
-        if vec:
+        if not vec:
+            a = known.get(body)  # (an entry read before: one tensor dist attr, spelt as the whole body)
+            if a.__class__ is TensorDistAttr:
+                lst.append(a)
+                continue
+        else:
             if body[-1] != "]":
                 return None
             body = body[1:-1]
