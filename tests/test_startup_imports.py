@@ -74,8 +74,11 @@ NOT_NEEDED = {
 # locks (tests/test_pipeline_threads.py failed 2/2 at d0a682c, passes 6/6 with it); 81 since
 # passes.shard_startup and analysis.memory load only with a startup program / memory figures (and
 # pipeline.options holds ShardOptions): -0.9 and -0.7 ms of -X importtime); 78 since passes.zero3
-# loads at stage 3 only and reshard.extra_lower (with extra_ops) with the first reshard a distc function lowers)
-DISTC_MODULES = 78
+# loads at stage 3 only and reshard.extra_lower (with extra_ops) with the first reshard a distc function lowers;
+# 80 with ir.record_templates, the records' precompiled methods (~0.4 ms to load; the 3 records compiled during
+# the imports, ~1 ms, and 22 more during a mlp96 run, ~6 ms, are not compiled now) and syntax.parser.lines, the
+# op-line regexes split from parser.fast (at 500 lines; the regexes were compiled there: ~0.1 ms more a module)
+DISTC_MODULES = 80
 # the distributions other than distc and the standard library it imports (click is a test dependency only)
 OTHERS: set[str] = set()
 
