@@ -184,3 +184,17 @@ def test_a_clean_op_whose_dist_entry_does_not_fit_is_caught():
     bad = TensorDistAttr(r0.mesh, r0.dims_mapping + (-1,))
     clean.set_attr("op_dist_attr", distc.ir.dist.OperationDistAttr(d.mesh, d.operands, (bad,) + d.results[1:]))
     _both_raise(prog, "does not fit rank")
+
+
+def test_an_operand_set_by_hand_on_a_clean_op_is_caught():
+    """An operand slot set without ir.core (no use moved, the op left clean): the new value lacks
+    the use, the old one keeps a stale one, the counts still agree — the full verify's error."""
+    prog = _lowered()
+    ops = prog.ops
+    k = next(i for i, op in enumerate(ops) if i > 0 and not op.dirty and op.num_operands
+             and op.operand(0) is not None)
+    op, old = ops[k], ops[k].operand(0)
+    other = next(r for o in reversed(ops[:k]) for r in o.results if r is not old)
+    op._operands[0] = other  # (what no ir.core call does: a broken pass poking at operand slots)
+    assert not op.dirty
+    _both_raise(prog, "stale use")

@@ -4,6 +4,8 @@ optimizer operands) — located errors, never a silent wrong output."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..dialects.optimizers import BETA_POW, GRAD, LR, OPTIMIZERS, PARAM, STATE, optimizer_sig
 from ..ir.core import Block, Operation, Program, Value
 from ..ir.dist import OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr
@@ -11,6 +13,7 @@ from ..ir.types import DenseTensorType, DistTensorType, VectorType
 from ..syntax.diagnostics import DiagnosticError
 
 INT64_MAX = (1 << 63) - 1
+_REGIONS = attrgetter("regions")
 # operands an optimizer update cannot do without (<<NULL VALUE>> is Paddle's absent optional:
 # master weights, skip_update, moment2_max without amsgrad)
 REQUIRED = {PARAM, GRAD, LR, STATE, BETA_POW}
@@ -44,9 +47,8 @@ def verify_changed(prog: Program) -> None:
 
     * parent links and def-before-use are checked on every op (a set lookup an operand: an op
       moved or removed under a clean user is still found);
-    * each operand of a dirty op must be in its value's use list; a clean op's operands are
-      still in theirs, as the parser built them (use lists change only in ``ir.core``, together
-      with the operand slot changed, whose op is then dirty);
+    * each operand of every op must be in its value's use list (also a clean op's: an operand
+      slot set by hand, not through ``ir.core``, leaves the op clean; it costs no measurable time);
     * stale uses (an entry whose op no longer reads the value there) anywhere: the uses of the
       program's values are counted against the operand slots that hold a value; with every slot
       in its value's list, equal counts leave no room for a stale entry; other counts (an op
@@ -73,8 +75,13 @@ def verify_changed(prog: Program) -> None:
         return
     checked: set[int] = set()  # types and meshes already value-checked (by identity)
     sigs = OPTIMIZER_KEYS
-    for op in listed:
-        _values_of(op, checked, sigs)
+    for op, full in listed:
+        if full:
+            _values_of(op, checked, sigs)
+        else:  # (an update of a key checked before: its types and dist attr are that op's)
+            sig = optimizer_sig(op)
+            if sig is not None:
+                _check_optimizer(op, sig)
 
 
 def _key(d, operands, results) -> tuple:
@@ -95,23 +102,26 @@ def _key(d, operands, results) -> tuple:
             *[0 if v is None else id(v._type) for v in operands])
 
 
-def _structure(block: Block) -> list[Operation] | None:
+def _structure(block: Block) -> list[tuple[Operation, bool]] | None:
     """:func:`verify_changed`'s structural walk of ``block``: the dirty ops whose value checks are
-    to run, in program order (the first of each :func:`_key`, and every optimizer update); None:
-    the block holds regions.  Every op of a lowered program passes here (mlp256: 10,769 ops), so
-    the common case is inline: def-before-use is one subset test an op (``None``, an absent
-    operand, counts as defined), the dist entries are checked against their values' types once a
+    to run, in program order, each with whether it needs them all (the first of each
+    :func:`_key`) or only the optimizer operand check (an update whose key was listed before);
+    None: the block holds regions.  Every op of a lowered program passes here (mlp256: 10,769
+    ops), so the common case is inline: def-before-use is one subset test an op (``None``, an
+    absent operand, counts as defined), the key of a one-result op of up to two operands is
+    built here (:func:`_key`'s), the dist entries are checked against their values' types once a
     key (:func:`_verify_dist`, whose pairs then go to ``fits``)."""
     seen: set = set(block.args)
     seen.add(None)
     defined = seen.issuperset
     define = seen.update
+    add = seen.add
     fits: set = set()  # (entry, type) pairs found to fit, by identity
     fit_keys: set = set()  # keys of ops whose every pair fits
     value_keys: set = set()  # keys of the dirty ops listed
     sigs = OPTIMIZER_KEYS
     long_uses: dict = {}
-    listed: list[Operation] = []
+    listed: list[tuple[Operation, bool]] = []
     slots = uses = 0
     for a in block.args:
         uses += len(a.uses)
@@ -121,37 +131,51 @@ def _structure(block: Block) -> list[Operation] | None:
         if op.parent is not block:
             raise _fail(op, "op's parent link does not point at its block")
         operands = op._operands
-        if operands:
+        n = len(operands)
+        if n:
             if not defined(operands):
                 i = next(i for i, v in enumerate(operands) if v not in seen)
                 raise _fail(op, f"operand {i} is used before it is defined (or is not in scope)")
-            slots += len(operands) - operands.count(None)
+            slots += n - operands.count(None)
         results = op.results
-        d = op.dist_attr
-        key = None
-        if d is not None:
+        attrs = op._attrs
+        d = attrs.get("op_dist_attr") if attrs is not None else op.dist_attr
+        if d is not None and d.__class__ is not OperationDistAttr:
+            d = op.dist_attr  # (not one: None; a subclass: itself)
+        if len(results) == 1 and n < 3:  # (most ops: _key's, inline)
+            r = results[0]
+            uses += len(r.uses)
+            add(r)
+            if not n:
+                key = id(d), id(r._type)
+            else:
+                a = operands[0]
+                if n == 1:
+                    key = id(d), id(r._type), 0 if a is None else id(a._type)
+                else:
+                    b = operands[1]
+                    key = id(d), id(r._type), 0 if a is None else id(a._type), 0 if b is None else id(b._type)
+        else:
             key = _key(d, operands, results)
-            if key not in fit_keys:
-                _verify_dist(op, fits)
-                if all((id(e), id(v._type)) in fits for e, v in zip(d.operands, operands) if v is not None) and \
-                        all((id(e), id(v._type)) in fits for e, v in zip(d.results, results)):
-                    fit_keys.add(key)  # (not where _verify_dist let an op pass unchecked: grad_merge_add)
+            define(results)
+            for r in results:
+                uses += len(r.uses)
+        if d is not None and key not in fit_keys:
+            _verify_dist(op, fits)
+            if all((id(e), id(v._type)) in fits for e, v in zip(d.operands, operands) if v is not None) and \
+                    all((id(e), id(v._type)) in fits for e, v in zip(d.results, results)):
+                fit_keys.add(key)  # (not where _verify_dist let an op pass unchecked: grad_merge_add)
+        for i, v in enumerate(operands):  # (in its value's use list: _check_uses, inline; every op, see above)
+            if v is not None:
+                u = v.uses
+                if (op, i) not in u if len(u) <= _LONG else not _in_uses(v, op, i, long_uses):
+                    raise _fail(op, f"operand {i} is missing from its value's use list")
         if op.dirty:
-            for i, v in enumerate(operands):  # (in its value's use list: _check_uses, inline)
-                if v is not None:
-                    u = v.uses
-                    if (op, i) not in u if len(u) <= _LONG else not _in_uses(v, op, i, long_uses):
-                        raise _fail(op, f"operand {i} is missing from its value's use list")
-            if key is None:
-                key = _key(None, operands, results)
             if key not in value_keys:
                 value_keys.add(key)
-                listed.append(op)
+                listed.append((op, True))
             elif op.name in sigs:
-                listed.append(op)
-        define(results)
-        for r in results:
-            uses += len(r.uses)
+                listed.append((op, False))
     if uses != slots:  # uses of ops no longer in the program, or a stale one: the full walk decides
         _verify_block(block, set(), set())
     return listed
@@ -168,7 +192,8 @@ def _values_of(op: Operation, seen: set[int], sigs) -> None:
             if v is not None and id(v._type) not in seen:
                 _new_types(op, seen)
                 break
-    d = op.attr("op_dist_attr")
+    a = op._attrs
+    d = a.get("op_dist_attr") if a is not None else op.attr("op_dist_attr")
     if d is not None and id(d) not in seen and isinstance(d, OperationDistAttr):
         seen.add(id(d))
         _check_mesh(op, "op_dist_attr", d.mesh, seen)
@@ -194,7 +219,8 @@ def verify_values(prog: Program) -> None:
     objects: each is checked once."""
     seen: set[int] = set()
     sigs = OPTIMIZER_KEYS
-    for op in prog.walk():
+    ops = prog.block.ops
+    for op in (prog.walk() if any(map(_REGIONS, ops)) else ops):  # (walk's generator only for regions)
         _values_of(op, seen, sigs)
 
 

@@ -10,7 +10,7 @@
 * :mod:`.spmd` -- the SPMD rules of the plain ops Paddle's API builds (transpose, reshape, split,
   concat): the dist attrs Paddle infers for them;
 * :mod:`.partial_order` -- the order Paddle prints the partial dims of an attr it builds;
-* :mod:`.known_ops` -- every op name Paddle 3.3.1 has (``paddle_ops.txt.gz``) and the earlier
+* :mod:`.known_ops` -- every op name Paddle 3.3.1 has (``paddle_ops.txt``) and the earlier
   eras' names: which ops of a program Paddle does not know (and the located warnings saying so);
 * :mod:`.rings` -- communication groups and their ring ids, numbered as Paddle's ``new_group`` does.
 
