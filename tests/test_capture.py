@@ -204,8 +204,8 @@ def test_a_signal_stops_every_child_and_writes_nothing(fake, tmp_path, monkeypat
     monkeypatch.setenv("FAKE", "hang")
     p = subprocess.Popen([sys.executable, "-m", "distc", "capture", "-o", str(tmp_path / "cap"), "--world-size", "4",
                           "--", py, script], stderr=subprocess.PIPE, text=True)
-    for _ in range(300):
-        if (log / "hang.pid").exists():
+    for _ in range(300):  # (the file is made before its pid is written: wait for the pid)
+        if (log / "hang.pid").exists() and (log / "hang.pid").read_text().strip():
             break
         time.sleep(0.1)
     child = int((log / "hang.pid").read_text())
