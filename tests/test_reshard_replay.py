@@ -47,8 +47,9 @@ def _ranks(prog) -> list[int]:
     return sorted(ids)
 
 
-def _lower(text: str, stage: str, name: str, rank: int, replay: bool, counter: list | None = None):
-    prog = _partitioned(text, stage, name)
+def _lower(text: str, stage: str | None, name: str, rank: int, replay: bool, counter: list | None = None):
+    """(``stage`` None: ``text`` is partitioned already.)"""
+    prog = _partitioned(text, stage, name) if stage is not None else distc.parse(text, name)
     made = []
     real = L.Replayer
 
@@ -119,3 +120,26 @@ def test_a_lowering_that_retypes_its_input_is_not_replayed():
     kept = [t for t in r.templates.values() if t is not None]
     assert None in r.templates.values()  # the in-place retype: lowered one by one
     assert kept and r.replayed >= 1  # the share_data_ one: replayed
+
+
+def test_replay_into_reshards_read_from_the_input():
+    """A replay makes the reshard op itself its template's last op: reshards read from the input
+    (named results, source lines, clean users; a blank line before some, which goes with the
+    reshard when it is lowered) print what one-by-one lowering prints."""
+    text = gzip.decompress((BENCH / "mlp96.s0.r0.before_partition.ir.gz").read_bytes()).decode()
+    lines, n = [], 0
+    for ln in str(_partitioned(text, "s0", "mlp96")).split("\n"):
+        if '"dist_op.reshard"' in ln:
+            n += 1
+            if n % 7 == 0:
+                lines.append("")
+        lines.append(ln)
+    mid = "\n".join(lines)
+    assert n > 500 and "\n\n" in mid
+    for rank in (0, 3):
+        replayed: list[int] = []
+        one = _lower(mid, None, "parsed", rank, replay=False)
+        rep = _lower(mid, None, "parsed", rank, replay=True, counter=replayed)
+        assert sum(replayed) > 500
+        assert rep[0] == one[0], f"rank {rank}: program text differs"
+        assert rep[1:] == one[1:], f"rank {rank}: records, steps or notes differ"

@@ -83,13 +83,18 @@ class Replayer:
 
     def _key(self, op: Operation, x, paddle_only: bool, enable, disable) -> tuple | None:
         """:meth:`key`, each kind's one :class:`_Key` (what :meth:`key` gives, by value), found by
-        the identity of the reshard's dist attr, op_role and types and of its input producer's
-        ``stop_gradient`` list and op_dist_attr (what ``stop_gradient(x)`` and the chunk id are
-        read from; the entry keeps them all alive)."""
+        the identity of the reshard's attribute dict (or dist attr and op_role) and types and of
+        its input producer's ``stop_gradient`` list and op_dist_attr (what ``stop_gradient(x)`` and
+        the chunk id are read from; the entry keeps them all alive)."""
         if x is None or len(op.results) != 1:
             return None
         owner = x.owner
-        od, role, xt, rt = op.dist_attr, op.attr("op_role"), x._type, op.results[0]._type
+        a = op._attrs
+        if a is not None:  # (a reshard partition made: its attribute dict, shared by its kind and
+            od, role = a, -1  # never changed in place, holds its op_dist_attr and op_role)
+        else:
+            od, role = op.dist_attr, op.attr("op_role")
+        xt, rt = x._type, op.results[0]._type
         if owner is not None:
             sg, cd, i = owner.attr("stop_gradient"), owner.dist_attr, x.index
         else:
@@ -113,7 +118,7 @@ class Replayer:
             t = self.templates.get(k) if k is not None else None
             if t is not None:  # (most reshards: a kind lowered before)
                 self.replayed += 1
-                return self._replay(t, op, x, result)
+                return _replay_into(t, op, x, result)
             return self._lower(prog, op, rank, rings, result, paddle_only, enable, disable, k)
         x = op.operand(0)
         k = self._key(op, x, paddle_only, enable, disable)
@@ -187,29 +192,69 @@ class Replayer:
 
     @staticmethod
     def _replay(t: _Template, op: Operation, x, result):
-        block, indent = op.parent, op.indent  # (InsertPoint.before(op): new ops take op's indentation)
-        made: list[Operation] = []
-        for name, refs, types, attrs, sig in t.ops:
-            if refs == _XS:  # (most ops: the input alone, or nothing)
-                operands = [x]
-            elif not refs:
-                operands = ()
-            else:
-                operands = [x if r == _X else None if r is None else made[r[0]].results[r[1]] for r in refs]
-            # (the template's dict itself: attribute dicts are never changed in place)
-            o = Operation(name, operands, types, attrs, sig=sig)
-            o.indent = indent
-            made.append(o)
-        block.insert_before(op, *made)
+        made = _made(t.ops, x, op.indent)  # (InsertPoint.before(op): new ops take op's indentation)
+        op.parent.insert_before(op, *made)
         ref = t.out
         out = None if ref is None else x if ref == _X else made[ref[0]].results[ref[1]]
-        if result is not None:
-            loc = op.loc
-            line = loc[0] if loc else None
-            if t.records:
-                result.records.extend([with_value(r, "line", line) for r in t.records])
-            result.steps.append(with_value(t.step, "loc", loc))
+        _account(t, op.loc, result)
         return retire(op, out)
+
+
+def _made(ops, x, indent) -> list[Operation]:
+    """New ops from a template's ``ops`` on the input ``x``, with ``indent``."""
+    made: list[Operation] = []
+    for name, refs, types, attrs, sig in ops:
+        # (the template's dict itself: attribute dicts are never changed in place)
+        o = Operation(name, _operands(refs, x, made), types, attrs, sig=sig)
+        o.indent = indent
+        made.append(o)
+    return made
+
+
+def _operands(refs, x, made) -> list | tuple:
+    if refs == _XS:  # (most ops: the input alone, or nothing)
+        return [x]
+    if not refs:
+        return ()
+    return [x if r == _X else None if r is None else made[r[0]].results[r[1]] for r in refs]
+
+
+def _account(t: _Template, loc, result) -> None:
+    """The template's collective records and step, for a reshard at ``loc``, to ``result``."""
+    if result is not None:
+        line = loc[0] if loc else None
+        if t.records:
+            result.records.extend([with_value(r, "line", line) for r in t.records])
+        result.steps.append(with_value(t.step, "loc", loc))
+
+
+def _replay_into(t: _Template, op: Operation, x, result):
+    """:meth:`Replayer._replay`, the reshard ``op`` itself made the template's last op (where that
+    op gives the value that replaces the reshard's: every template so far): the program is the
+    same -- the ops before it inserted in front of it, it then holds that op's name, operands,
+    attributes and result type as a new op would, its result the value its users read -- without
+    building one op and moving the reshard's uses to it and erasing the reshard (a few us each,
+    thousands a program)."""
+    ops = t.ops
+    if t.out != (len(ops) - 1, 0) or len(ops[-1][2]) != 1 or op.regions or op.pre:
+        return Replayer._replay(t, op, x, result)
+    loc = op.loc
+    made = _made(ops[:-1], x, op.indent)
+    if made:
+        op.parent.insert_before(op, *made)
+    name, refs, types, attrs, sig = ops[-1]
+    if refs != _XS:
+        op.set_operands(_operands(refs, x, made))
+    op.name, op.op_id, op.operand_keywords, op.sig, op.src = name, None, (), sig, None
+    op._attrs, op._as_read, op._reader, op._dist, op._edits = attrs, False, None, None, None
+    op._line = op._col = None
+    op.dirty = True
+    r = op.results[0]
+    r._type, r.name = types[0], None
+    for u, _ in r.uses:  # (they read another value now: as if set_operand'd)
+        u.dirty = True
+    _account(t, loc, result)
+    return r
 
 
 def alone(op: Operation, x) -> tuple | None:
