@@ -3,6 +3,7 @@ bodies equals the general splitter, and a dict built from a kept skeleton (the t
 strings emptied) equals the dict read item by item."""
 
 import random
+import re
 
 from distc.ir.attrs import StrAttr
 from distc.syntax.parser import FastParser
@@ -75,3 +76,15 @@ def test_skeleton_takes_each_string_of_its_own_item():
     c = p.attr_dict('a:["w","z"],name:"q"')
     assert p.skeletons.hits == 1
     assert str(c["a"]) == '["w","z"]' and c["name"] == StrAttr("q")
+
+
+def test_lazy_pattern_compiles_at_first_use():
+    """The parser's rare patterns are compiled where first used, then are the compiled pattern's methods."""
+    from distc.syntax.parser.leaves import LazyPattern
+
+    p = LazyPattern(r"(\d+)-(\d+)", re.A)
+    assert "match" not in vars(p)
+    assert p.fullmatch("12-3").groups() == ("12", "3") and p.fullmatch("12-") is None
+    assert isinstance(vars(p)["match"].__self__, re.Pattern)  # (its methods now: no lookup through it again)
+    assert [m.group(2) for m in p.finditer("1-2 3-4")] == ["2", "4"] and p.sub("x", "1-2 a") == "x a"
+    assert p.pattern == r"(\d+)-(\d+)" and p.flags & re.A

@@ -25,7 +25,7 @@ from ...ir.core import Program
 from ...ir.style import Style
 from ..diagnostics import DiagnosticError
 from .fast import FastParser, _Fallback, _Resume
-from .leaves import Refused, check_nesting
+from .leaves import LazyPattern, Refused, check_nesting
 from .full import FullParser
 from .names import Builder
 from .programs import _opener, normalize_newlines, program_core, program_spans, span_lines
@@ -274,6 +274,6 @@ def _numbering(prog: Program) -> tuple[bool, bool]:
     return canonical, sorted_ok
 
 
-_NAMED = re.compile(r"[A-Za-z_][\w.@]*")
+_NAMED = LazyPattern(r"[A-Za-z_][\w.@]*")
 _HEAD = 200_000  # the print style is found in a program's first characters
 _TYPED = re.compile(r"\((?:Int32\)|Int64\)|pd_op\.|Float\)|Double\)|Bool\))")  # typed attribute values: (Int32)1

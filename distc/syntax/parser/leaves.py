@@ -17,6 +17,22 @@ from ..diagnostics import DiagnosticError, line_col
 _number = A.number_attr
 
 
+class LazyPattern:
+    """A regular expression compiled where it is first used: the parser's patterns for what an
+    ordinary dump never holds (deep nesting, long number lists, value lists of thousands, joined
+    lines ...): compiling them all was ~2.5 ms of every run's imports.  From its first use on it
+    is the compiled pattern's methods (instance attributes: no lookup through here again)."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+
+    def __getattr__(self, name: str):
+        rx = re.compile(*self._args)
+        for k in ("match", "fullmatch", "search", "finditer", "findall", "sub", "split", "pattern", "flags"):
+            setattr(self, k, getattr(rx, k))
+        return getattr(rx, name)
+
+
 _SIMPLE_ITEM = re.compile(
     r'([A-Za-z_]\w*):(?:(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*+)\]'
     r'|\[(-?\d+(?:,-?\d+)*+)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
@@ -46,7 +62,7 @@ class Refused(DiagnosticError):
         return self
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*+"')
+_STRING = LazyPattern(r'"(?:[^"\\]|\\.)*+"')
 _DEPTH = str.maketrans({"[": "\x01", "{": "\x01", "(": "\x01", "]": "\xff", "}": "\xff", ")": "\xff"})
 _NOT_BRACKET = re.compile(r"[^\[\]{}()]+")
 
@@ -106,7 +122,7 @@ def _simple_item(item: str):
 
 
 _NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
-_NUMBER_LIST = re.compile(rf"([A-Za-z_]\w*):\[((?>{_NUMBER})(?:,(?>{_NUMBER}))*+)\]")
+_NUMBER_LIST = LazyPattern(rf"([A-Za-z_]\w*):\[((?>{_NUMBER})(?:,(?>{_NUMBER}))*+)\]")
 
 
 def _number_list(item: str):
@@ -212,7 +228,7 @@ def _read_tdist(m, known: dict | None, meshes: dict | None) -> "TensorDistAttr |
     return attr
 
 
-_BRACKET = re.compile(r"[\[\]]")
+_BRACKET = LazyPattern(r"[\[\]]")
 
 
 def _fast_vec(text: str, pos: int, out: list, meshes, known) -> int | None:
@@ -360,9 +376,9 @@ def _fast_op_dist(text: str, meshes: dict | None = None, known: dict | None = No
     return OperationDistAttr(mesh, tuple(lists["operand"]), tuple(lists["result"]), chunk)
 
 
-_SCAN = re.compile(r'["{}\[\]()<>,]')
-_FLAT = {"[": re.compile(r'[^"{}\[\]()<>]*\]'), "{": re.compile(r'[^"{}\[\]()<>]*\}'),
-         "(": re.compile(r'[^"{}\[\]()<>]*\)')}
+_SCAN = LazyPattern(r'["{}\[\]()<>,]')
+_FLAT = {"[": LazyPattern(r'[^"{}\[\]()<>]*\]'), "{": LazyPattern(r'[^"{}\[\]()<>]*\}'),
+         "(": LazyPattern(r'[^"{}\[\]()<>]*\)')}
 _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 _AFTER_STRING = ",}]"
 

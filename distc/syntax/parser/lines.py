@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 
+from .leaves import LazyPattern
 from .names import VALUE, VALUE_OR_NULL
 
-_OP = re.compile(
+_OP = LazyPattern(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
     re.S,  # an op line may hold raw newlines inside strings (joined lines)
 )

@@ -23,6 +23,7 @@ from sys import intern
 from ...ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
+from .leaves import LazyPattern
 from .texts import CACHE_TEXT
 
 
@@ -121,12 +122,12 @@ class Builder:
 
 VALUE = r"%[^\s,()\[\]{}<>=:]+"  # the grammar's VALUE
 VALUE_OR_NULL = rf"(?:{VALUE}|<<NULL VALUE>>)"
-_ONE_VALUE = re.compile(r"%([^\s,()\[\]{}<>=:]+)")
-_ONE_OPERAND = re.compile(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
+_ONE_VALUE = LazyPattern(r"%([^\s,()\[\]{}<>=:]+)")
+_ONE_OPERAND = LazyPattern(r"%([^\s,()\[\]{}<>=:]+)|<<NULL VALUE>>")
 # one check for the whole list, not one per value; possessive (*+): no backtracking state kept per
 # item (a list of 800,000 results took 30x its size in the regex engine's stack)
-RESULTS = re.compile(f"{VALUE}(?:, {VALUE})*+")
-OPERANDS = re.compile(f"{VALUE_OR_NULL}(?:, {VALUE_OR_NULL})*+")
+RESULTS = LazyPattern(f"{VALUE}(?:, {VALUE})*+")
+OPERANDS = LazyPattern(f"{VALUE_OR_NULL}(?:, {VALUE_OR_NULL})*+")
 
 
 class Named:
@@ -165,7 +166,7 @@ def _untyped(v: Value) -> bool:
 
 
 _NEW = object.__new__
-_NAMED = re.compile(r"[A-Za-z_][\w.@]*")
+_NAMED = LazyPattern(r"[A-Za-z_][\w.@]*")
 _FEW = 4096  # characters of value names on an op line up to which they are read as one list
 _FEW_QUOTES = range(2, 34, 2)  # the quotes of an op's strings, where its attribute text is known by its skeleton
 

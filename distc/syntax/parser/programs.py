@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 
+from .leaves import LazyPattern
+
 _NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
 # a line ending in '{' (or '{ // comment': '{ // Kernel Dialect'), not an op line (a region op)
 _OPENER = re.compile(r"^(?![ \t]*\()[^{\n]*\{[ \t]*(?://[^\n]*)?$", re.M)
 _OPISH = re.compile(r'[ \t]*(?:\([^()\n]*\) = "|\^|\})')
-_COLUMN0_CLOSE = re.compile(r"\n\}")  # (a regex finds it 4x faster than str.find: '}' is on every line)
+_COLUMN0_CLOSE = LazyPattern(r"\n\}")  # (a regex finds it 4x faster than str.find: '}' is on every line)
 
 
 def normalize_newlines(text: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ...ir.attrs import StrAttr
+from .leaves import LazyPattern
 
 
 # one attribute item of the plain forms: a string without quotes or backslashes inside, or a run
@@ -89,7 +90,7 @@ def skeleton_of(skeletons, text: str):
     return tpl
 
 
-_KWARG_LINE = re.compile(r"([ \t]+)%([^\s,()\[\]{}<>=:]+)(?: \{(.*)\})?[ \t]*")
+_KWARG_LINE = LazyPattern(r"([ \t]+)%([^\s,()\[\]{}<>=:]+)(?: \{(.*)\})?[ \t]*")
 
 
 def kwarg_lines(text: str, pos: int, i: int) -> list | None:
@@ -111,7 +112,7 @@ def kwarg_lines(text: str, pos: int, i: int) -> list | None:
     return out or None
 
 
-_OP_START = re.compile(r'\n(?=[ \t]*\([^()\n]*\) = "|[ \t]*\})')
+_OP_START = LazyPattern(r'\n(?=[ \t]*\([^()\n]*\) = "|[ \t]*\})')
 
 
 def joined_line(text: str, pos: int, e: int, OP):
@@ -162,10 +163,10 @@ class Cache(dict):
         self[key] = value
 
 
-_BRACED = re.compile(r"\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+\})*+\})*+\}")  # 5 deep
+_BRACED = LazyPattern(r"\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+\})*+\})*+\}")  # 5 deep
 
 
-_STRING = re.compile(r'"[^"]*+"')
+_STRING = LazyPattern(r'"[^"]*+"')
 
 
 def _nested(text: str, i: int) -> bool:
