@@ -16,8 +16,7 @@
   holding an exclusive lock (``flock``) on each target folder, so two runs into the same outputs
   never interleave (the last to commit wins, whole).  Signals are held back during the renames;
   the old files are kept as hard links until every rename succeeded, so a failure (or a signal
-  that came during the renames) puts every old file back.  Streams (stdout, a FIFO, a device) are
-  written first, as they cannot be taken back.
+  that came during the renames) puts every old file back.  Streams (stdout, a FIFO) go first.
 * Leaving the ``with`` block without :meth:`commit` (an error, a signal, a failed worker) removes
   every temporary file, the ones forked workers wrote included (their names are chosen here).
 * Outputs are checked against the inputs by file identity (device, inode; stdin's too): no output
@@ -253,7 +252,7 @@ class Outputs:
         if t is None:
             return
         if t.stream or t.path.lower().endswith((".gz", ".xz")):  # (compressed: imported only then)
-            text = text if isinstance(text, str) else "".join(text)
+            text = text if isinstance(text, str) else __import__("distc.pipeline.results", fromlist=["joined"]).joined(text)
             if t.stream:
                 t.text = text
                 return
@@ -474,7 +473,8 @@ def _parse_faults(text: str) -> list[_Fault]:
 def _write_range(fd: int, text: str | bytes | list[str], start: int, end: int) -> None:
     for pos in range(start, end, (step := PIECES if isinstance(text, list) else CHUNK)):  # (pieces: no fresh pages)
         part = text[pos:min(pos + step, end)]
-        view = memoryview(part if isinstance(part, bytes) else (part if isinstance(part, str) else "".join(part)).encode())
+        view = memoryview(part if isinstance(part, bytes) else part.encode() if isinstance(part, str)
+                          else "".join(part).encode() if isinstance(part[0], str) else b"".join(part))  # (UTF-8 pieces)
         while view:
             view = view[os.write(fd, view):]
 

@@ -175,3 +175,29 @@ def test_command_writes_derived_ranks(tmp_path):
             "--startup-out", tmp_path / "one_s.ir")
         assert (tmp_path / f"m.r{k}.ir").read_text() == (tmp_path / "one.ir").read_text(), k
         assert (tmp_path / f"s.r{k}.ir").read_text() == (tmp_path / "one_s.ir").read_text(), k
+
+
+def test_derived_pieces_are_the_derived_text_in_utf8():
+    """An ASCII base text: each derived rank is views of its encoding and the rank's line ends
+    (no copy of the text), the same bytes as the text derived as a string; RankResult.text joins them."""
+    from distc.dialects.rings import RingAllocator
+    from distc.passes.reshard.lower import lower_reshard
+    from distc.passes.reshard.replay import Replayer
+    from distc.pipeline.derive import derive, line_ends, sketch_alone, sketch_of
+    from distc.pipeline.results import RankResult
+
+    pipe = ShardPipeline(parse(_inputs("mlp_dp2mp2_adamw")[0], "main.ir"), ShardOptions(stage=1))
+    rp = Replayer(lower_reshard, log=[])
+    res, ctx, _ = pipe.lower_main(0, copy=False, replayer=rp)
+    base, text = sketch_of(rp, res.program.style, res.program)
+    assert text.isascii()
+    data, ends = memoryview(text.encode()), line_ends(text)
+    for r in (1, 2, 3):
+        other = sketch_alone(rp, base, r, RingAllocator(ctx.rings.first, reserved=set(ctx.rings.reserved)),
+                             res.program.style)
+        s, recs = derive(base, text, other, ends, False)
+        pieces, _ = derive(base, text, other, ends, False, data)
+        assert isinstance(s, str) and s != text and recs is None
+        assert b"".join(pieces) == s.encode() and all(isinstance(p, (bytes, memoryview)) for p in pieces)
+        x = RankResult(r, None, None, _pieces=pieces)
+        assert x.text_pieces() is pieces and x.text == s

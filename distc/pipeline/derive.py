@@ -89,11 +89,14 @@ def line_ends(text: str) -> list[int]:
 
 
 def derive(base: Sketch, text: str, other: Sketch, ends: list[int] | None = None,
-           records: bool = True) -> tuple[str, list | None] | None:
+           records: bool = True, data: memoryview | None = None) -> tuple[str | list, list | None] | None:
     """The other rank's text and collective records (None unless ``records``), from the base
     rank's ``text`` (None: not derivable, lower it whole; ``ends``: :func:`line_ends` of
     ``text``, made once for every rank): the base text with the replaced parts of its lines cut
-    out and the rank's put in, joined once."""
+    out and the rank's put in, joined once -- or, given ``data`` (``text`` encoded, for an ASCII
+    text: its character offsets are its byte offsets), not joined: the pieces of UTF-8 a file is
+    written from (views of ``data`` between the replaced line ends, each rank's line end encoded
+    once), without a copy of the text (:meth:`~distc.pipeline.results.RankResult.text_pieces`)."""
     if not (base.complete and other.complete) or base.where is None or base.keys != other.keys:
         return None
     reps = []  # (start, end, new text) of each replaced line end
@@ -107,6 +110,8 @@ def derive(base: Sketch, text: str, other: Sketch, ends: list[int] | None = None
             if ends is None:
                 ends = line_ends(text)
             cut = len(ta)
+            if data is not None:
+                tb = tb.encode()
             for i in base.where.get((fp, j), ()):
                 e = ends[i]
                 if e < cut or not text.startswith(ta, e - cut, e):  # (the line ends with ta: no newline in ta)
@@ -118,6 +123,12 @@ def derive(base: Sketch, text: str, other: Sketch, ends: list[int] | None = None
         return text, recs
     reps.sort()
     out, pos = [], 0
+    if data is not None:
+        for a, e, tb in reps:
+            out += (data[pos:a], tb)
+            pos = e
+        out.append(data[pos:])
+        return out, recs
     for a, e, tb in reps:
         out += (text[pos:a], tb)
         pos = e
@@ -182,14 +193,18 @@ def lower_deriving(pipe, rank: int, others: list[int], records: bool = True):
         return res
     res._text = text
     ends = line_ends(text) if others else None  # (once, for every derived rank)
+    data = memoryview(text.encode()) if others and text.isascii() else None  # (ditto)
     for r in others:
         rings = RingAllocator(first, reserved=set(reserved))
-        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style), ends, records)
+        d = derive(base, text, sketch_alone(rp, base, r, rings, prog.style), ends, records, data)
         if d is None:
             continue
         got = res.derived[r] = type(res)(r, None, startups.get(r), memory_before=rank_memory(sh.before, r),
                                          memory_after=rank_memory(sh.after, r), derived_from=rank)
-        got._text = d[0]
+        if isinstance(d[0], str):
+            got._text = d[0]
+        else:
+            got._pieces = d[0]
         got.collectives = None if d[1] is None else [c for c in d[1] if c.runs]
         got.rings = {ring: group for group, ring in rings.groups.items()}
         got.ran = [p.spec() for p in pipe.rank_passes(r)]

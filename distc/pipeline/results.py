@@ -19,6 +19,11 @@ if TYPE_CHECKING:  # names in annotations only: typing is ~4 ms of every run's s
     from ..analysis.memory import MemoryReport
 
 
+def joined(pieces: list) -> str:
+    """The text of a list of pieces: str, or bytes-like UTF-8 (a derived rank's)."""
+    return "".join(pieces) if not pieces or isinstance(pieces[0], str) else b"".join(pieces).decode("utf-8")
+
+
 @record
 class RankResult:
     """One rank's part of a shard run.
@@ -70,7 +75,7 @@ class RankResult:
         """The main program's text (printed once)."""
         if self._text is None:
             if self._pieces is not None:
-                self._text, self._pieces = "".join(self._pieces), None
+                self._text, self._pieces = joined(self._pieces), None
             elif self.program is not None:
                 self._text = str(self.program)
         return self._text
@@ -78,7 +83,8 @@ class RankResult:
     def text_pieces(self) -> str | list[str] | None:
         """``text`` as a file is written from it: the text once printed, else the printer's pieces
         (:func:`distc.syntax.printer.print_pieces`: no string of the whole text is made; kept, so
-        that ``text`` asked later only joins them)."""
+        that ``text`` asked later only joins them), or a derived rank's pieces of UTF-8 (bytes and
+        views of the base rank's encoded text: :func:`distc.pipeline.derive.derive`)."""
         if self._text is None and self._pieces is None and self.program is not None:
             from ..syntax.printer import print_pieces
 
