@@ -49,3 +49,19 @@ def test_paddle_typing_is_kept_and_proven_wrong():
     rep = verify_step(parse(TEXT, "serial.ir"), ranks)
     d = rep.divergence  # located at the split whose result is not what its type says
     assert rep.status == 1 and d.op.name == "builtin.split" and "local shape [2, 3], expected [4, 3]" in d.message
+
+
+def test_every_op_and_ops_named_follow_the_walk():
+    """The passes' flat scans (sharding_util.every_op / ops_named) give the walk's ops, in its
+    order, with regions too."""
+    from pathlib import Path
+
+    from distc.passes.sharding_util import every_op, ops_named
+
+    here = Path(__file__).parent / "data" / "oracle" / "syntax"
+    progs = [parse(TEXT)] + [parse((here / f).read_text(), f) for f in ("dist_with_regions.ir", "nested_if_in_while.ir")]
+    for prog in progs:
+        assert every_op(prog) == list(prog.walk())
+        for name in {op.name for op in prog.walk()} | {"builtin.split", "no.such"}:
+            assert ops_named(prog, name) == prog.find(name)
+    assert any(op.regions for op in progs[1].walk()) and len(ops_named(progs[0], "builtin.split")) == 1

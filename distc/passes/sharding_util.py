@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from itertools import compress, repeat
 from operator import attrgetter
 
 from ..ir import attrs as A
@@ -92,7 +93,7 @@ def layout_key(op: Operation, head: object, extra: object = None) -> tuple:
     if not ov and len(rs) == 1:  # (most ops of a program: data, full, parameter)
         return op.name, id(head), id(extra), -1, id(rs[0]._type)
     if None in ov:  # (an absent operand, e.g. an optimizer's master weight: keyed as None)
-        return (op.name, id(head), id(extra), *[id(v if v is None else v._type) for v in ov], -1,
+        return (op.name, id(head), id(extra), *map(id, map(getattr, ov, _TYPE_NAME, _NONE)), -1,
                 *map(id, map(_TYPE, rs)))
     return (op.name, id(head), id(extra), *map(id, map(_TYPE, ov)), -1, *map(id, map(_TYPE, rs)))
 
@@ -103,6 +104,8 @@ def layout_objects(op: Operation, head: object, extra: object = None) -> tuple:
 
 
 _TYPE = attrgetter("_type")
+_NAME, _REGIONS = attrgetter("name"), attrgetter("regions")
+_TYPE_NAME, _NONE = repeat("_type"), repeat(None)  # (getattr(v, "_type", None): None for an absent operand)
 
 
 def op_role_attr(op: Operation):
@@ -122,3 +125,16 @@ def is_distributed(prog) -> bool:
         if op.dist_attr is not None or any(isinstance(r.type, DistTensorType) for r in op.results):
             return True
     return False
+
+
+def every_op(prog) -> list[Operation]:
+    """The program's ops in walk order: its block's own list (do not change it) when no op holds
+    regions -- the passes' scans of a whole program, without a generator step an op."""
+    ops = prog.block.ops
+    return ops if not any(map(_REGIONS, ops)) else list(prog.walk())
+
+
+def ops_named(prog, name: str) -> list[Operation]:
+    """``prog.find(name)``, the names compared in one pass in C."""
+    ops = every_op(prog)
+    return list(compress(ops, map(name.__eq__, map(_NAME, ops))))
