@@ -17,7 +17,7 @@ from .driver import (compressed, err_console, error_doc, json_requested, load_in
 from .outputs import Outputs
 from .syntax.diagnostics import DiagnosticError
 from .syntax.parser import parse_programs
-from .syntax.printer import print_program
+from .syntax.printer import print_pieces, print_program
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -107,11 +107,9 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
             for path in files:
                 text = read_text(path)
                 name = "<stdin>" if path == "-" else path
-                if program is not None:
-                    res = print_program(parse_text(text, name, program), canonical=canonical)
-                else:
-                    res = "".join(print_program(p, canonical=canonical) for p in parse_programs(text, name))
+                progs = [parse_text(text, name, program)] if program is not None else parse_programs(text, name)
                 if check:
+                    res = "".join(print_program(p, canonical=canonical) for p in progs)
                     if res != text:
                         changed += 1
                         import difflib
@@ -120,14 +118,15 @@ def fmt(files: tuple[str, ...], output: str | None, check: bool, canonical: bool
                             text.splitlines(keepends=True), res.splitlines(keepends=True),
                             fromfile=name, tofile=name + " (distc fmt)")
                         sys.stdout.writelines(diff)
-                else:
-                    outs.append(res)
+                else:  # (the printer's pieces, written without a string of the whole text)
+                    for p in progs:
+                        outs += print_pieces(p, canonical=canonical)
             if check:
                 if changed:
                     err_console().print(f"{changed} file(s) would change", markup=False)
                     sys.exit(1)
                 return
-            out.write(target, "".join(outs))
+            out.write(target, outs)
             out.commit()
 
 

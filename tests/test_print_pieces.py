@@ -69,3 +69,21 @@ def test_a_fault_half_way_through_the_pieces_leaves_no_file(tmp_path, monkeypatc
     else:
         raise AssertionError("the injected fault did not fire")
     assert not target.exists() and not [p for p in os.listdir(tmp_path)]
+
+
+def test_fmt_writes_a_file_of_several_programs_from_their_pieces(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from distc.cli import main
+    from distc.syntax.parser import parse_programs
+
+    monkeypatch.setattr(distc.outputs, "PIECES", 5)
+    dumps = Path(__file__).resolve().parent / "data" / "oracle" / "dumps"
+    for name in ("log_mixed.log", "ir_printing_passes.log"):
+        text = (dumps / name).read_bytes()
+        assert len(parse_programs(text.decode())) > 1
+        for extra in ([], ["--canonical"]):
+            out = tmp_path / f"{name}{len(extra)}.ir"
+            r = CliRunner().invoke(main, ["fmt", str(dumps / name), "-o", str(out), *extra])
+            assert r.exit_code == 0, r.output
+            assert out.read_bytes() == text

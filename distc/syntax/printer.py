@@ -417,6 +417,12 @@ class _Printer:
     def _types(self, values) -> str:
         """The printed types of a list of values (by the identity of each type: equal lists of the
         retyped values of partition, of each reshard, cost a lookup)."""
+        if len(values) == 1 and values[0] is not None:  # (one value: its type's text, by identity)
+            s = self.type_ids.get(id(values[0]._type))
+            if s is not None:
+                return s
+        elif not values:
+            return ""
         if len(values) > 64:  # (a long list is not kept: no key as long as it)
             t = self._t_id
             return ", ".join(["<<NULL TYPE>>" if v is None else t(v._type) for v in values])
@@ -435,11 +441,11 @@ def print_program(prog: Program, *, canonical: bool = False) -> str:
     return "".join(_print(prog, canonical)[0])
 
 
-def print_pieces(prog: Program) -> list[str]:
+def print_pieces(prog: Program, *, canonical: bool = False) -> list[str]:
     """The program's text in pieces (their join is :func:`print_program`'s text): a file is
     written from them a few thousand at a time, without a string of the whole text (a big
     program's text is megabytes of fresh memory: page faults)."""
-    return _print(prog)[0]
+    return _print(prog, canonical)[0]
 
 
 def print_lines(prog: Program, ops) -> tuple[str, dict[int, int]]:
