@@ -109,6 +109,7 @@ def test_internal_error_exits_70(tmp_path, monkeypatch):
         raise RuntimeError("kaboom")
 
     monkeypatch.setattr(cli, "print_program", boom)
+    monkeypatch.setattr(cli, "print_pieces", boom)  # (fmt -o / to stdout prints through this one)
     f = tmp_path / "ok.ir"
     f.write_text(H + "}\n")
     r = CliRunner().invoke(cli.main, ["fmt", str(f)])
