@@ -7,7 +7,7 @@ from distc.ir import (
     DistTensorType, OperationDistAttr, Partial, ProcessMesh, REPLICATE, Shard, TensorDistAttr, split_bounds,
 )
 from distc.ir.attrs import FloatAttr, IntAttr, format_float
-from distc.ir.builder import InsertPoint, Maker
+from distc.ir.builder import InsertPoint, Maker, become
 from distc.ir.core import Operation
 
 from conftest import DATA
@@ -119,6 +119,46 @@ def test_verify_catches_use_before_def():
 
     with pytest.raises(distc.DiagnosticError, match="used before it is defined"):
         verify(p)
+
+
+def _relu_of_reshard(p):
+    """The reshard of m2_R_to_S0 (op 2, given two users at the end) and the attributes of a
+    pd_op.relu of its input with the reshard's type."""
+    op = p.ops[2]
+    assert op.name == "dist_op.reshard"
+    x, t = op.operand(0), op.result.type
+    mk = Maker(p.style)
+    attrs = {"op_dist_attr": mk.op_dist(x.dist_attr.mesh, [t.dist], [t.dist]), "stop_gradient": mk.bools([True])}
+    for _ in range(2):
+        InsertPoint.at_end(p.block).insert(Operation("pd_op.relu", [op.result], [t], attrs))
+    attrs = {"op_dist_attr": mk.op_dist(x.dist_attr.mesh, [x.dist_attr], [t.dist]), "stop_gradient": mk.bools([True])}
+    return op, x, t, attrs
+
+
+def test_become_is_a_new_op_in_the_old_ones_place():
+    """become(op, ...) gives the program that building the op, moving op's uses to it and erasing
+    op gives (printed the same, verify passes); the op object and its result object stay, with
+    the result's uses, and they are the new op's now."""
+    text = (DATA / "corpus/paddle-3.3.1/reshard/m2_R_to_S0.r0.before.ir").read_text()
+    p = distc.parse(text)
+    op, x, t, attrs = _relu_of_reshard(p)
+    new = Operation("pd_op.relu", [x], [t], attrs)
+    InsertPoint.before(op).insert(new)
+    op.result.replace_all_uses_with(new.result)
+    op.erase()
+    want = str(p)
+
+    p = distc.parse(text)
+    op, x, t, attrs = _relu_of_reshard(p)
+    r, uses = op.result, list(op.result.uses)
+    assert become(op, "pd_op.relu", t, attrs, [x]) is r
+    assert op.name == "pd_op.relu" and op.parent is p.block and op.loc is None and op.src is None
+    assert op.dirty and all(u.dirty for u, _ in uses) and r.uses == uses and r.name is None
+    assert op.operand(0) is x and (op, 0) in x.uses and op.attrs == attrs
+    assert str(p) == want
+    from distc.analysis.verify import verify
+
+    verify(p)
 
 
 # ---------------------------------------------------------------------------------- printing new ops

@@ -1,5 +1,5 @@
 """Making new attributes, dist attributes and types in a program's own print style, and the one
-insertion point.
+insertion point, and :func:`become` (an op made anew in place).
 
 A pass that inserts ``pd_op.all_gather`` into a 2024-style program must write ``ring_id:(Int32)3``
 and no ``placements``; in a current program ``ring_id:3`` and ``placements:[...]``.  Attributes and
@@ -10,12 +10,17 @@ types go through :class:`Maker` so no pass spells a style itself; ops are built 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
 
 from . import attrs as A
 from .core import Block, Operation
 from .dist import OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr
 from .types import DenseTensorType, DistTensorType
+
+if TYPE_CHECKING:
+    from .types import Type
+    from .values import OpResult, Value
 
 
 @functools.lru_cache(maxsize=1024)
@@ -141,3 +146,33 @@ class InsertPoint:
         else:
             self.block.insert_before(self.anchor, op)
         return op
+
+
+# ------------------------------------------------------------------------ an op made anew in place
+# A rewrite that replaces a one-result op ``a`` by a new op ``b`` whose result takes the place of
+# ``a``'s (``b`` built, ``a``'s uses moved to it, ``a`` erased) may instead turn ``a`` itself into
+# ``b``: the op object keeps its place in its block and its result object keeps its uses; every
+# other slot is set as ``Operation()`` sets a new op's.  The program is the same; identity is not:
+# a caller holding ``a`` across the rewrite finds it in the program as ``b`` (not erased).  The
+# reshard pass's replay uses it (thousands of ops a program, a few us each less).
+
+
+def become(op: Operation, name: str, result_type: Type, attrs: Mapping[str, A.Attribute],
+           operands: Sequence[Value | None] | None = None, sig: str = "full") -> OpResult:
+    """Make the one-result ``op`` (no regions, no lines before it) the new op ``name(operands) ->
+    result_type {attrs}`` in place (``operands`` None: it keeps its own), as ``Operation(...)``
+    would make it: no op id, loc, source line or result name, dirty, ``attrs`` itself held (the
+    dict is never changed in place); the users of its result are marked dirty, as
+    ``set_operand`` marks an op that reads another value.  Returns its result."""
+    assert len(op.results) == 1 and not op.regions and not op.pre, op
+    if operands is not None:
+        op.set_operands(operands)
+    op.name, op.op_id, op.operand_keywords, op.sig, op.src = name, None, (), sig, None
+    op._attrs, op._as_read, op._reader, op._dist, op._edits = attrs, False, None, None, None
+    op._line = op._col = None
+    op.dirty = True
+    r = op.results[0]
+    r._type, r.name = result_type, None
+    for u, _ in r.uses:
+        u.dirty = True
+    return r

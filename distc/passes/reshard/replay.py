@@ -19,7 +19,7 @@ for byte.
 
 from __future__ import annotations
 
-from ...ir.builder import InsertPoint
+from ...ir.builder import InsertPoint, become
 from ...ir.core import Operation
 from ..sharding_util import chunk_id_of, stop_gradient
 from .context import retire
@@ -243,16 +243,7 @@ def _replay_into(t: _Template, op: Operation, x, result):
     if made:
         op.parent.insert_before(op, *made)
     name, refs, types, attrs, sig = ops[-1]
-    if refs != _XS:
-        op.set_operands(_operands(refs, x, made))
-    op.name, op.op_id, op.operand_keywords, op.sig, op.src = name, None, (), sig, None
-    op._attrs, op._as_read, op._reader, op._dist, op._edits = attrs, False, None, None, None
-    op._line = op._col = None
-    op.dirty = True
-    r = op.results[0]
-    r._type, r.name = types[0], None
-    for u, _ in r.uses:  # (they read another value now: as if set_operand'd)
-        u.dirty = True
+    r = become(op, name, types[0], attrs, None if refs == _XS else _operands(refs, x, made), sig)
     _account(t, loc, result)
     return r
 
