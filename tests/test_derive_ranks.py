@@ -201,3 +201,20 @@ def test_derived_pieces_are_the_derived_text_in_utf8():
         assert b"".join(pieces) == s.encode() and all(isinstance(p, (bytes, memoryview)) for p in pieces)
         x = RankResult(r, None, None, _pieces=pieces)
         assert x.text_pieces() is pieces and x.text == s
+
+
+def test_a_derived_rank_pickles_and_copies_with_its_text():
+    """A library run's derived ranks hold views of the base rank's encoding (73490cb): pickle and
+    deepcopy of their RankResult still work (the text joined), and give the same text."""
+    import copy
+    import pickle
+
+    pipe = ShardPipeline(parse(_inputs("mlp_dp2mp2_adamw")[0], "main.ir"), ShardOptions(stage=1))
+    res = pipe.run(None, each=lambda rs, work: {r: work(r) for r in rs})
+    views = [r for r in res if res[r]._pieces is not None and isinstance(res[r]._pieces[0], memoryview)]
+    assert views
+    for r in views:
+        x = res[r]
+        for y in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
+            assert y._pieces is None and y.text == x.text
+

@@ -91,6 +91,14 @@ class RankResult:
             self._pieces = print_pieces(self.program)
         return self._text if self._text is not None else self._pieces
 
+    def __getstate__(self) -> dict:
+        """Pickled and deep-copied with its text joined from pieces (a derived rank's are views of
+        the base rank's encoded text: memoryviews neither pickle nor copy)."""
+        d = dict(self.__dict__)
+        if d.get("_pieces") is not None and d.get("_text") is None:
+            d["_text"], d["_pieces"] = joined(d["_pieces"]), None
+        return d
+
     @property
     def startup_text(self) -> str | None:
         if self._startup_text is None and self.startup is not None:
