@@ -33,11 +33,11 @@ base name; ACTION ``ENOSPC``/``EIO``/``EACCES`` (an OSError), ``SIGINT``/``SIGTE
 
 from __future__ import annotations
 
+import _signal as signal  # signal's C module (ints for signals): `signal` makes 3 enums, ~1 ms of start-up
 import errno
 import fcntl
 import io
 import os
-import signal
 import stat
 import sys
 import time
@@ -52,9 +52,8 @@ FAULT_ENV = "DISTC_FAULT_INJECT"
 
 
 class _Secrets:
-    """What is used of the standard ``secrets`` module (``token_hex``: ``os.urandom``'s bytes in
-    hex, as ``secrets`` itself does), without its import (hmac, hashlib, random, base64: 10 ms
-    of every run's start-up)."""
+    """What is used of the standard ``secrets`` module (``token_hex``: ``os.urandom``'s bytes in hex, as
+    ``secrets`` itself does), without its import (hmac, hashlib, random, base64: 10 ms of every run's start-up)."""
 
     @staticmethod
     def token_hex(nbytes: int) -> str:
@@ -79,7 +78,8 @@ class Interrupted(BaseException):
 
     @property
     def name(self) -> str:
-        return signal.Signals(self.signum).name
+        from signal import Signals  # (its enums: imported when a signal is named)
+        return Signals(self.signum).name
 
 
 def _raise_interrupted(signum, frame) -> None:
