@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import stat
 import sys
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 from . import cmdline
 from .ir.core import Program
 from .outputs import Interrupted
+from .syntax import regex
 from .syntax.diagnostics import DiagnosticError, Diagnostics, line_col
 from .syntax.parser import collector_off, parse_program  # noqa: F401 - collector_off: for the commands
 
@@ -224,6 +224,9 @@ def warn_unknown_ops(prog: Program, diags: Diagnostics, note: str | None = "dist
     return len(ws)
 
 
+_FIELD = regex.compile(r"\{[^{}]*\}")  # a field of an output pattern: {rank}
+
+
 def check_pattern(path: str | None, option: str, many: bool, several: str = "--all-ranks",
                   extra: tuple[str, ...] = ()) -> None:
     """An output pattern's one field is ``{rank}`` (and ``extra`` ones: ``--job-out``'s ``{job}``),
@@ -231,7 +234,7 @@ def check_pattern(path: str | None, option: str, many: bool, several: str = "--a
     if path is None or path == "-":
         return
     known = ("{rank}", *extra)
-    fields = re.findall(r"\{[^{}]*\}", path)
+    fields = _FIELD.findall(path)
     bad = [f for f in fields if f not in known]
     if bad:
         told = "the one field is {rank}" if not extra else "the fields are " + " and ".join(known)

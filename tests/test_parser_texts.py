@@ -80,7 +80,7 @@ def test_skeleton_takes_each_string_of_its_own_item():
 
 def test_lazy_pattern_compiles_at_first_use():
     """The parser's rare patterns are compiled where first used, then are the compiled pattern's methods."""
-    from distc.syntax.parser.leaves import LazyPattern
+    from distc.syntax.regex import LazyPattern
 
     p = LazyPattern(r"(\d+)-(\d+)", re.A)
     assert "match" not in vars(p)

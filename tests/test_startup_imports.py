@@ -24,14 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "mlp_dp2mp2_adamw.ir"
 
 CHILD = r"""
-import json, sys
-sys.argv = ["distc", *json.loads(sys.argv[1])]
+import sys
+sys.argv = ["distc", *sys.argv[1:]]
 from distc.cli import main
 try:
     main()
 except SystemExit as e:
     code = e.code
-print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.__stdout__)
+modules = sorted(sys.modules)
+import json  # (after: json imports re)
+print(json.dumps({"exit": code, "modules": modules}), file=sys.__stdout__)
 """
 
 # what a plain shard run must not import: (module name prefix, why it is not needed)
@@ -65,6 +67,11 @@ NOT_NEEDED = {
     "typing": "names in annotations only (TYPE_CHECKING = False): ~3.5 ms of imports",
     "signal": "distc.outputs uses its C module _signal (signal builds three enums: ~1 ms)",
 }
+# ... nor, on one rank, these (--all-ranks imports pickle for its workers' results, and pickle imports re)
+NOT_NEEDED_ONE_RANK = {
+    "re": "the parser's patterns come compiled from distc.syntax.regex_table (re's compiler: ~7 ms, its import ~4 ms)",
+    "enum": "re's and signal's (~2 ms)",
+}
 
 
 # distc's own modules a `distc shard MAIN --rank 0` run imports (81 at 3adbf14: the command, the
@@ -79,14 +86,16 @@ NOT_NEEDED = {
 # loads at stage 3 only and reshard.extra_lower (with extra_ops) with the first reshard a distc function lowers;
 # 80 with ir.record_templates, the records' precompiled methods (~0.4 ms to load; the 3 records compiled during
 # the imports, ~1 ms, and 22 more during a mlp96 run, ~6 ms, are not compiled now) and syntax.parser.lines, the
-# op-line regexes split from parser.fast (at 500 lines; the regexes were compiled there: ~0.1 ms more a module)
-DISTC_MODULES = 80
+# op-line regexes split from parser.fast (at 500 lines; the regexes were compiled there: ~0.1 ms more a module);
+# 82 with syntax.regex and syntax.regex_table, the parser's patterns without re (~0.1 ms to load the table, ~0.4 ms
+# to make the patterns from it; compiling them was ~7 ms and importing re ~4 ms)
+DISTC_MODULES = 82
 # the distributions other than distc and the standard library it imports (click is a test dependency only)
 OTHERS: set[str] = set()
 
 
 def run_modules(args: list[str], tmp_path: Path) -> list[str]:
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True,
                        cwd=tmp_path, timeout=120)
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert doc["exit"] in (0, None), r.stderr
@@ -98,7 +107,8 @@ def test_shard_imports_only_what_it_runs(tmp_path, many):
     out = ["--all-ranks", "-o", str(tmp_path / "main.r{rank}.ir")] if many else ["--rank", "0", "-o",
                                                                                   str(tmp_path / "main.ir")]
     mods = run_modules(["shard", str(SAMPLE), *out, "-q"], tmp_path)
-    bad = {m: why for p, why in NOT_NEEDED.items() for m in mods if m == p or m.startswith(p + ".")}
+    not_needed = NOT_NEEDED if many else {**NOT_NEEDED, **NOT_NEEDED_ONE_RANK}
+    bad = {m: why for p, why in not_needed.items() for m in mods if m == p or m.startswith(p + ".")}
     assert not bad, f"a plain `distc shard` run imports modules it does not need: {bad}"
     # and it did run: the pipeline and the reshard functions were imported
     assert "distc.pipeline.shard" in mods and "distc.passes.reshard.s_to_r" in mods

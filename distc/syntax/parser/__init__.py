@@ -17,15 +17,16 @@ Two paths build the same IR through one :class:`Builder`:
 from __future__ import annotations
 
 import gc
-import re
 from contextlib import contextmanager
 from collections.abc import Iterator
 
 from ...ir.core import Program
 from ...ir.style import Style
+from .. import regex
 from ..diagnostics import DiagnosticError
+from ..regex import LazyPattern
 from .fast import FastParser, _Fallback, _Resume
-from .leaves import LazyPattern, Refused, check_nesting
+from .leaves import Refused, check_nesting
 from .full import FullParser
 from .names import Builder
 from .programs import _opener, normalize_newlines, program_core, program_spans, span_lines
@@ -276,4 +277,4 @@ def _numbering(prog: Program) -> tuple[bool, bool]:
 
 _NAMED = LazyPattern(r"[A-Za-z_][\w.@]*")
 _HEAD = 200_000  # the print style is found in a program's first characters
-_TYPED = re.compile(r"\((?:Int32\)|Int64\)|pd_op\.|Float\)|Double\)|Bool\))")  # typed attribute values: (Int32)1
+_TYPED = regex.compile(r"\((?:Int32\)|Int64\)|pd_op\.|Float\)|Double\)|Bool\))")  # typed attribute values: (Int32)1

@@ -5,10 +5,10 @@ reads the whole text instead."""
 
 from __future__ import annotations
 
-import re
 from sys import intern
 
 from ...ir.core import Block, Program, Region
+from .. import regex
 from .leaves import (
     _BRACES, MAX_NESTING, Refused, _fast_op_dist, _fast_type_list, _number_list, _simple_item, _split_general,
     check_nesting,
@@ -48,7 +48,7 @@ class _Resume(Exception):
 _KNOWN_TYPES = 4096  # type and mesh spellings kept across type lists
 _KNOWN_TEXT = 4096  # ... from type lists spelt in fewer characters than this
 
-_TRAILING_COMMENT = re.compile(r"[ \t]*//[^\n]*$")
+_TRAILING_COMMENT = regex.compile(r"[ \t]*//[^\n]*$")
 
 
 class FastParser:

@@ -4,7 +4,6 @@ grammar reads that instead; ``tests/test_parser_paths.py`` holds them to the gra
 
 from __future__ import annotations
 
-import re
 from itertools import accumulate
 
 from ...ir import attrs as A
@@ -12,36 +11,22 @@ from ...ir.dist import (
     ATTR_NULL, EMPTY_MESH, REDUCE_TYPES, OperationDistAttr, Placement, ProcessMesh, TensorDistAttr, VecDistAttr, null_dist_attr,
 )
 from ...ir.types import NULL_TYPE, DenseTensorType, DistTensorType, VectorType
+from .. import regex
 from ..diagnostics import DiagnosticError, line_col
+from ..regex import LazyPattern
 
 _number = A.number_attr
 
 
-class LazyPattern:
-    """A regular expression compiled where it is first used: the parser's patterns for what an
-    ordinary dump never holds (deep nesting, long number lists, value lists of thousands, joined
-    lines ...): compiling them all was ~2.5 ms of every run's imports.  From its first use on it
-    is the compiled pattern's methods (instance attributes: no lookup through here again)."""
-
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self._args = (pattern, flags)
-
-    def __getattr__(self, name: str):
-        rx = re.compile(*self._args)
-        for k in ("match", "fullmatch", "search", "finditer", "findall", "sub", "split", "pattern", "flags"):
-            setattr(self, k, getattr(rx, k))
-        return getattr(rx, name)
-
-
-_SIMPLE_ITEM = re.compile(
+_SIMPLE_ITEM = regex.compile(
     r'([A-Za-z_]\w*):(?:(-?\d+)|(true|false)|\[((?:true|false)(?:,(?:true|false))*+)\]'
     r'|\[(-?\d+(?:,-?\d+)*+)?\]|(Place\([^()\s]*\))|([A-Za-z_][\w.]*)'
     r'|([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+](?:inf|nan)))',
-    re.S,
+    regex.S,
 )
 
 
-_STR_ITEM = re.compile(r'([A-Za-z_]\w*):"')
+_STR_ITEM = regex.compile(r'([A-Za-z_]\w*):"')
 
 
 MAX_NESTING = 100  # brackets inside brackets (Paddle nests a few): deeper is an error, not minutes of work
@@ -64,7 +49,8 @@ class Refused(DiagnosticError):
 
 _STRING = LazyPattern(r'"(?:[^"\\]|\\.)*+"')
 _DEPTH = str.maketrans({"[": "\x01", "{": "\x01", "(": "\x01", "]": "\xff", "}": "\xff", ")": "\xff"})
-_NOT_BRACKET = re.compile(r"[^\[\]{}()]+")
+_NOT_BRACKET = regex.compile(r"[^\[\]{}()]+")
+_BRACKET_ANY = LazyPattern(r"[\[\]{}()]")
 
 
 def check_nesting(text: str, limit: int = MAX_NESTING) -> str:
@@ -77,7 +63,7 @@ def check_nesting(text: str, limit: int = MAX_NESTING) -> str:
     if max(accumulate(memoryview(steps).cast("b")), default=0) <= limit:
         return text
     depth = 0
-    for m in re.finditer(r"[\[\]{}()]", bare):
+    for m in _BRACKET_ANY.finditer(bare):
         depth += 1 if m.group() in "[{(" else -1
         if depth > limit:
             line, col = line_col(text, m.start())
@@ -137,14 +123,14 @@ def _number_list(item: str):
 
 
 
-_TYPE = re.compile(
+_TYPE = regex.compile(
     r"(?:pd_dist\.tensor<((?:-?\d+x)*)([a-z][a-z0-9_]*), mesh_shape:\[([\d,]*)\],process_ids:\[([\d,]*)\],"
     r"dims_mappings:\[([-\d,]*)\]((?:, partial\(\d+,[A-Z]+\)(?:,partial\(\d+,[A-Z]+\))*)?)"
     r"(, placements:\[[^\]]*\])?>"
     r"|([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)<((?:-?\d+x)*)([a-z][a-z0-9_]*)>|(<<NULL TYPE>>))(, |$)"
 )
-_PARTIAL = re.compile(r"partial\((\d+),([A-Z]+)\)")
-_PLACEMENT = re.compile(r"Shard\(dim=(\d+)\)|Replicate\(\)|Partial\(reduce_type=([A-Z]+)\)")
+_PARTIAL = regex.compile(r"partial\((\d+),([A-Z]+)\)")
+_PLACEMENT = regex.compile(r"Shard\(dim=(\d+)\)|Replicate\(\)|Partial\(reduce_type=([A-Z]+)\)")
 
 
 def _ints_of(text: str) -> tuple[int, ...]:
@@ -174,7 +160,7 @@ def _mesh_of(shape: str, ids: str, known: dict | None = None, meshes: dict | Non
     return mesh
 
 
-_TDIST = re.compile(
+_TDIST = regex.compile(
     r"mesh_shape:\[([\d,]*)\],process_ids:\[([\d,]*)\],dims_mappings:\[([-\d,]*)\]"
     r"((?:, partial\(\d+,[A-Z]+\)(?:,partial\(\d+,[A-Z]+\))*)?)(, placements:\[[^\]]*\])?"
 )
@@ -310,9 +296,9 @@ def _fast_type_list(text: str, meshes: dict | None = None, known: dict | None = 
     return out
 
 
-_OD = re.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?:operand|result)\(\d+\):\{[^{}]*\})*+)"
-                 r"(?:,chunk_id:(-?\d+))?\}")
-_OD_ENTRY = re.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
+_OD = regex.compile(r"\{mesh:\{shape:\[([\d,]*)\],process_ids:\[([\d,]*)\]\}((?:,(?:operand|result)\(\d+\):\{[^{}]*\})*+)"
+                    r"(?:,chunk_id:(-?\d+))?\}")
+_OD_ENTRY = regex.compile(r",(operand|result)\((\d+)\):\{([^{}]*)\}")
 
 
 def _fast_op_dist(text: str, meshes: dict | None = None, known: dict | None = None):
@@ -379,7 +365,7 @@ def _fast_op_dist(text: str, meshes: dict | None = None, known: dict | None = No
 _SCAN = LazyPattern(r'["{}\[\]()<>,]')
 _FLAT = {"[": LazyPattern(r'[^"{}\[\]()<>]*\]'), "{": LazyPattern(r'[^"{}\[\]()<>]*\}'),
          "(": LazyPattern(r'[^"{}\[\]()<>]*\)')}
-_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
+_UNESCAPED_QUOTE = regex.compile(r'(?<!\\)"')
 _AFTER_STRING = ",}]"
 
 
@@ -401,7 +387,7 @@ def string_end(text: str, p: int) -> int | None:
     return None
 
 
-_BRACES = re.compile(r"[{}]")
+_BRACES = regex.compile(r"[{}]")
 
 
 def _split_general(text: str) -> list[str]:

@@ -4,21 +4,24 @@ parts without the regex's backtracking."""
 
 from __future__ import annotations
 
-import re
-
-from .leaves import LazyPattern
+from .. import regex
+from ..regex import LazyPattern
 from .names import VALUE, VALUE_OR_NULL
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (annotations only: a run imports no re, distc.syntax.regex)
+    import re
 
 _OP = LazyPattern(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} : \((.*)\) ->(?: (.*?))?[ \t]*',
-    re.S,  # an op line may hold raw newlines inside strings (joined lines)
+    regex.S,  # an op line may hold raw newlines inside strings (joined lines)
 )
 _V, _VN = VALUE, VALUE_OR_NULL
 # the result and operand lists are read here, checked: one way to match, possessive (*+: no
 # backtracking state kept per item; a list of 800,000 results took 30x its size in the regex
 # engine's stack otherwise)
-_OP_HEAD = re.compile(rf'([ \t]*)\(((?:{_V}(?:, {_V})*+)?)\) = "([^"]+)"(?: \[id:(\d+)\])? '
-                      rf'\(((?:{_VN}(?:, {_VN})*+)?)\) \{{')
+_OP_HEAD = regex.compile(rf'([ \t]*)\(((?:{_V}(?:, {_V})*+)?)\) = "([^"]+)"(?: \[id:(\d+)\])? '
+                         rf'\(((?:{_VN}(?:, {_VN})*+)?)\) \{{')
 
 
 def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
@@ -52,10 +55,10 @@ def op_tail(text: str, m: re.Match, end: int) -> tuple | None:
     return None
 
 
-_REGION_OP = re.compile(
+_REGION_OP = regex.compile(
     r'([ \t]*)\(([^()]*)\) = "([^"]+)"(?: \[id:(\d+)\])? \(([^()=]*)\) \{(.*)\} -> (.*?) \{[ \t]*'
 )
-_CLOSE = re.compile(r"[ \t]*\}[ \t]*")
-_ELSE = re.compile(r"[ \t]*\} else \{[ \t]*")
-_TRIVIA = re.compile(r"[ \t]*(//.*)?")
-_NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
+_CLOSE = regex.compile(r"[ \t]*\}[ \t]*")
+_ELSE = regex.compile(r"[ \t]*\} else \{[ \t]*")
+_TRIVIA = regex.compile(r"[ \t]*(//.*)?")
+_NON_TRIVIA = regex.compile(r"^[ \t]*(?!//)\S", regex.M)

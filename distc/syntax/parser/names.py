@@ -17,14 +17,17 @@ the line, for its message."""
 
 from __future__ import annotations
 
-import re
 from sys import intern
 
 from ...ir.core import Block, BlockArgument, Operation, OpResult, Value
 from ...ir.types import NULL_TYPE
 from ..diagnostics import DiagnosticError
-from .leaves import LazyPattern
+from ..regex import LazyPattern
 from .texts import CACHE_TEXT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (annotations only: a run imports no re, distc.syntax.regex)
+    import re
 
 
 class Builder:

@@ -11,14 +11,13 @@ tail, so printing the programs one after the other gives the file back byte for 
 
 from __future__ import annotations
 
-import re
+from .. import regex
+from ..regex import LazyPattern
 
-from .leaves import LazyPattern
-
-_NON_TRIVIA = re.compile(r"^[ \t]*(?!//)\S", re.M)
+_NON_TRIVIA = regex.compile(r"^[ \t]*(?!//)\S", regex.M)
 # a line ending in '{' (or '{ // comment': '{ // Kernel Dialect'), not an op line (a region op)
-_OPENER = re.compile(r"^(?![ \t]*\()[^{\n]*\{[ \t]*(?://[^\n]*)?$", re.M)
-_OPISH = re.compile(r'[ \t]*(?:\([^()\n]*\) = "|\^|\})')
+_OPENER = regex.compile(r"^(?![ \t]*\()[^{\n]*\{[ \t]*(?://[^\n]*)?$", regex.M)
+_OPISH = regex.compile(r'[ \t]*(?:\([^()\n]*\) = "|\^|\})')
 _COLUMN0_CLOSE = LazyPattern(r"\n\}")  # (a regex finds it 4x faster than str.find: '}' is on every line)
 
 

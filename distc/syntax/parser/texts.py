@@ -3,18 +3,17 @@ and the dicts of texts that differ only in their strings built from one read (sk
 
 from __future__ import annotations
 
-import re
-
 from ...ir.attrs import StrAttr
-from .leaves import LazyPattern
+from .. import regex
+from ..regex import LazyPattern
 
 
 # one attribute item of the plain forms: a string without quotes or backslashes inside, or a run
 # of flat lists, flat parenthesised groups and tokens without separators (no op_dist_attr: it holds
 # braces).  Where every item of a dict body is one of these, splitting at the commas between them
 # gives what _split_general gives (its depth counting and string ends agree on such items).
-_PLAIN_ITEM = re.compile(r'[A-Za-z_]\w*:(?:"[^"\\]*+"(?=,|\Z)'
-                         r'|(?:\[[^\[\]{}()<>"]*+\]|\([^()\[\]{}<>"]*+\)|[^",{}\[\]()<>]++)++)')
+_PLAIN_ITEM = regex.compile(r'[A-Za-z_]\w*:(?:"[^"\\]*+"(?=,|\Z)'
+                            r'|(?:\[[^\[\]{}()<>"]*+\]|\([^()\[\]{}<>"]*+\)|[^",{}\[\]()<>]++)++)')
 
 
 def split_plain(text: str) -> list[str] | None:
@@ -35,8 +34,8 @@ def split_plain(text: str) -> list[str] | None:
         pos += 1
 
 
-_SIMPLE_STRING = re.compile(r'"[^"\\\n]*+"')
-_STRING_ITEM = re.compile(r'(?:(?<=,)|^)([A-Za-z_]\w*):("[^"\\\n]*+")(?=,|$)')
+_SIMPLE_STRING = regex.compile(r'"[^"\\\n]*+"')
+_STRING_ITEM = regex.compile(r'(?:(?<=,)|^)([A-Za-z_]\w*):("[^"\\\n]*+")(?=,|$)')
 
 
 # A dump's ops of one kind differ in a string or two (each ``pd_op.data`` its ``name``, each
