@@ -30,6 +30,7 @@ Exit status:
       on stderr, or --json's "status", tells a failed check from bad input)
   2   usage error (unknown option, options that exclude each other, a bad -o pattern ...)
   3   verify: an op the simulator has no kernel for
+  4   verify: not provable (the programs do not say what the proof needs, e.g. a ring's group)
   70  internal error (a bug in distc: please report it; DISTC_DEBUG=1 shows the traceback)
   130, 143, 129  stopped by SIGINT, SIGTERM, SIGHUP (128 + the signal; also a worker process
       killed from outside: 137 for SIGKILL); outputs are left as they were

@@ -7,7 +7,9 @@ are proven by the simulator on every rank: the seed's dims cut to 64x16, the sam
 
 Its fused collectives carry the whole [2,2] mesh with nranks 2, as Paddle prints them, and no
 other op names their ring's 1-D group: ``shard --verify`` hands the proof each rank's ring table
-(``verify_step(rank_rings=)``); a wrong table diverges.  And ``--ranks R --verify`` for one rank
+(``verify_step(rank_rings=)``); a wrong table diverges; without one (``distc verify`` of the saved
+files: tests/test_verify_fused_files.py) the group is the sub-mesh along the mesh dim the reduced
+gradients are partial on.  And ``--ranks R --verify`` for one rank
 (lowered in place in this process) proves the other ranks from copies made before it."""
 
 from __future__ import annotations
@@ -72,19 +74,25 @@ def test_seed_fused_proven_every_rank(tmp_path, ranks):
     assert re.search(r"^verify: EQUAL: \d+ values .* on ranks \[0, 1, 2, 3\]", r.stderr, re.M), r.stderr
 
 
-def test_seed_proof_needs_the_ring_table():
-    """Without the ring table the simulator cannot tell the sharding group [0,2] from the mp
-    group [0,1] (both 1-D sub-meshes of 2); with it, EQUAL; with the mp group for the ring, the
-    gradients are reduced over the wrong ranks: DIVERGED."""
+def test_seed_proof_with_and_without_the_ring_table():
+    """No op of the programs names ring 12's group: the sharding group [0,2] and the mp group
+    [0,1] are both 1-D sub-meshes of 2 through rank 0.  With the builder's ring table, EQUAL;
+    without it (the files alone: distc verify), the group the partial gradients must be summed
+    over (mesh dim 0) is taken, said in a note: EQUAL too (it was 'cannot tell which sub-mesh is
+    the group': DIVERGED); with the mp group for the ring in the table (the table comes first),
+    the gradients are reduced over the wrong ranks: DIVERGED."""
     serial = parse_program(small_seed())
     res = shard_ranks(parse_program(small_seed()), (0, 1, 2, 3), options=ShardOptions(tensor_fusion=True))
     progs = {r: parse_program(x.text) for r, x in res.items()}
     rings = {r: x.rings for r, x in res.items()}
     assert rings[0] == {12: (0, 2), 13: (0, 1)} and rings[3] == {12: (1, 3), 13: (2, 3)}
-    rep = verify_step(serial, progs)
-    assert rep.status == 1 and "cannot tell which sub-mesh is the group" in str(rep.divergence)
     rep = verify_step(serial, progs, rank_rings=rings)
-    assert rep.status == 0 and rep.tensors >= 20, rep.divergence
+    assert rep.status == 0 and rep.tensors >= 20 and not rep.assumed, rep.divergence
+    rep = verify_step(serial, progs)
+    assert rep.status == 0 and rep.tensors == 28, rep.divergence
+    assert rep.assumed == ["ring 12: no file names its group; taken as the sub-mesh along mesh dim 0 of [2, 2] on "
+                           "ranks [0, 1, 2, 3] ([0, 2], [1, 3]): what it reduces is partial on mesh dim(s) [0]"]
+    assert rep.assumed[0] in rep.notes
     wrong = {r: {12: t[13], 13: t[12]} for r, t in rings.items()}
     assert verify_step(serial, progs, rank_rings=wrong).status == 1
 

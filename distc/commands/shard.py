@@ -81,7 +81,7 @@ from .shard_ranks import RankTargets, check_many, parse_ranks, run_ranks, select
 @cmdline.option("--verify", "prove", is_flag=True, help="build every rank's program (and startup program) and "
                 "prove them against MAIN with the simulator (see distc verify) before writing: EQUAL writes the "
                 "outputs (exit 0); DIVERGED writes nothing (exit 1); not provable (ops without a kernel, all "
-                "listed) writes the outputs unproven and says so (exit 3)")
+                "listed: exit 3; what the programs do not say: exit 4) writes the outputs unproven and says so")
 @cmdline.option("--json", "as_json", is_flag=True,
                 help="the summary (collectives, bytes and memory per rank, decisions) as one line of JSON on stderr")
 @program_option("MAIN's K-th program, when its file holds several, e.g. a GLOG log (1 = first)")
@@ -298,12 +298,12 @@ def _prove(pipe: ShardPipeline, serial: Program, pattern: str | None, main_file:
 
 
 def _unproven_exit(status: int, written: list[str]) -> None:
-    """``--verify`` could not prove the programs (ops without a kernel): the outputs were written
-    unproven; say so and exit with the status."""
+    """``--verify`` could not prove the programs (ops without a kernel: 3; what the programs do not
+    say: 4): the outputs were written unproven; say so and exit with the status."""
     if status:
         import sys
 
         shown = ", ".join(written[:4]) + (f" and {len(written) - 4} more" if len(written) > 4 else "")
-        cmdline.echo(f"verify: not proven (ops without a kernel, listed above): outputs written unproven: {shown}",
-                     err=True)
+        why = "ops without a kernel, listed above" if status == 3 else "not provable, said above"
+        cmdline.echo(f"verify: not proven ({why}): outputs written unproven: {shown}", err=True)
         sys.exit(status)

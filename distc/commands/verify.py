@@ -4,7 +4,8 @@ SERIAL is the global-view program (before partition, or a one-reshard program); 
 per-rank programs (after reshard, still dist-typed) with ``{rank}``.  Every rank of SERIAL's meshes
 is simulated with numpy on the same seeded inputs (:mod:`distc.analysis.simulate.step`).
 Exit 0: equal within the tolerance; 1: a divergence (or bad input); 3: an op without a kernel;
-2: usage.
+4: not provable (the files do not say something the proof needs, e.g. the group of a collective
+whose ring no file names: :mod:`distc.analysis.simulate.groups`); 2: usage.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
 
 EXIT_NO_KERNEL = 3
+EXIT_NOT_PROVABLE = 4
 
 
 def _at(prog: Program, op, message: str) -> DiagnosticError:
@@ -86,11 +88,12 @@ def run_verify(serial: Program, progs: Mapping[int, Program], *, seed: int, rtol
 def report_out(reports: list[tuple[str, StepReport]], as_json: bool, err: bool = False,
                warnings: list[str] = ()) -> int:
     """Print the reports (text or one JSON document) and return the exit status: the worst one."""
-    status = max((r.status for _, r in reports), key=lambda s: (s == 1, s == EXIT_NO_KERNEL, s))
+    status = max((r.status for _, r in reports), key=lambda s: (s == 1, s == EXIT_NO_KERNEL, s == EXIT_NOT_PROVABLE, s))
     if as_json:
         doc = {name: r.as_dict() for name, r in reports}
         doc["exit"] = status
-        doc["status"] = {0: "equal", 1: "diverged", EXIT_NO_KERNEL: "no-kernel"}.get(status, "error")
+        doc["status"] = {0: "equal", 1: "diverged", EXIT_NO_KERNEL: "no-kernel",
+                         EXIT_NOT_PROVABLE: "not-provable"}.get(status, "error")
         doc["warnings"] = list(warnings)
         cmdline.echo(json.dumps(doc, indent=2, sort_keys=True), err=err)
     else:
@@ -131,7 +134,8 @@ def command(serial: str, pattern: str, startup: str | None, startup_ranks: str |
     captured programs of the script's stage, main and startup.
 
     Exit 0 equal, 1 divergence (rank, op, file:line:col, errors) or bad input (located),
-    2 usage, 3 an op without a kernel (which op, where)."""
+    2 usage, 3 an op without a kernel (which op, where), 4 not provable (what the files do not
+    say, where: e.g. which sub-mesh a collective's ring is, when no file names it)."""
     from .capture_files import is_capture
 
     folder = is_capture(serial)

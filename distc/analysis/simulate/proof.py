@@ -14,7 +14,7 @@ from .reshard import final_value
 from .scheduler import simulate_ranks, simulate_serial
 from ...dialects.fusion import SLICE
 from .step import Divergence, StepReport, Compare, input_name, make_inputs, step_state
-from .values import NoKernel, RankValues, SimulationError, attr
+from .values import NoKernel, RankValues, SimulationError, Undecidable, attr
 from ...ir.core import Operation, Program, Value
 from ...ir.dist import TensorDistAttr
 from ...ir.types import DistTensorType
@@ -32,6 +32,8 @@ def _file(report: StepReport, e: SimulationError, d: Divergence) -> StepReport:
     if isinstance(e, NoKernel):
         loc = e.op.loc if e.op is not None and e.op.loc else (None, None)
         report.missing = [Missing(e.op.name if e.op is not None else "?", 1, [(d.rank, d.filename, loc[0], loc[1])])]
+    elif isinstance(e, Undecidable):
+        report.undecided = d
     else:
         report.divergence = d
     return report
@@ -49,24 +51,40 @@ def _role(op: Operation) -> int:
 
 def _trace(serial: Program, sv: RankValues, programs: Mapping[int, Program], rv: Mapping[int, RankValues],
            rtol: float, atol: float) -> Divergence | None:
-    """The earliest paired forward/optimizer op whose result is not its piece of the serial one."""
+    """The earliest paired forward/optimizer op whose result is not its piece of the serial one
+    (ops paired by name and position, inputs by the name they read; not a fused program's
+    ``slice@NAME`` pieces or the parameters in its buffers: views the step updates in place,
+    compared after it)."""
+    from .fused_inputs import in_buffer, is_fused
+
     by_name: dict[str, list[Operation]] = {}
+    inputs: dict[str, Operation] = {}
     for op in serial.ops:
-        by_name.setdefault(op.name, []).append(op)
+        n = input_name(op)
+        if n is not None:
+            inputs.setdefault(str(n), op)
+        else:
+            by_name.setdefault(op.name, []).append(op)
     cmp = Compare(StepReport([], rtol, atol))
     best: tuple[int, int, Divergence] | None = None
     for r, prog in sorted(programs.items()):
         mine: dict[str, list[Operation]] = {}
+        pairs = []
+        fused = is_fused(prog)
         for op in prog.ops:
-            mine.setdefault(op.name, []).append(op)
+            n = input_name(op)
+            if n is None:
+                mine.setdefault(op.name, []).append(op)
+            elif str(n) in inputs and not (fused and in_buffer(prog, str(n))):
+                pairs.append((op, inputs[str(n)]))
         pos = {op: i for i, op in enumerate(prog.ops)}
-        pairs = [(rop, sop) for name, rops in mine.items() if len(by_name.get(name, ())) == len(rops)
-                 for rop, sop in zip(rops, by_name[name])]
+        pairs += [(rop, sop) for name, rops in mine.items() if len(by_name.get(name, ())) == len(rops)
+                  for rop, sop in zip(rops, by_name[name])]
         pairs.sort(key=lambda p: pos[p[0]])
         for rop, sop in pairs:
             if best is not None and pos[rop] >= best[0]:
                 break
-            if _role(rop) not in (0, 2) or rop.num_results != sop.num_results:
+            if _role(rop) not in (0, 2) or rop.num_results != sop.num_results or (fused and _reads_view(rop)):
                 continue
             for i, res in enumerate(rop.results):
                 want, got = sv.get_value(sop.results[i]), rv[r].get_value(res)
@@ -83,6 +101,19 @@ def _trace(serial: Program, sv: RankValues, programs: Mapping[int, Program], rv:
                     best = (pos[rop], r, d)
                     break
     return None if best is None else best[2]
+
+
+def _reads_view(op: Operation) -> bool:
+    """``op`` (of a fused program) reads a buffer, a view of one or a ``slice@`` piece: its results
+    are pieces of the buffers' layout, not of the serial op's results."""
+    for v in op.operands:
+        if v is None:
+            continue
+        o = v.owner
+        if o is None or o.name in ("pd_op.view_slice", "pd_op.view_shape") or \
+                (input_name(o) or "").startswith(SLICE):
+            return True
+    return False
 
 
 def _earlier(report: StepReport, e: SimulationError, serial: Program, sv: RankValues,
@@ -146,10 +177,12 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
         rv = simulate_ranks(programs, inputs, seed=seed, progress=progress, rank_rings=rank_rings)
     except SimulationError as e:
         report = failed(e, {r: p.filename for r, p in programs.items()}, False)
-        if e.partial and not isinstance(e, NoKernel):
+        if e.partial and not isinstance(e, (NoKernel, Undecidable)):
             _earlier(report, e, serial, sv, programs, rtol, atol)
         return report
     report.ops = len(sv.executed) + sum(len(v.executed) for v in rv.values())
+    report.assumed = list(dict.fromkeys(n for _, v in sorted(rv.items()) for n in v.assumed))  # (groups no file names)
+    report.notes.extend(report.assumed)
     sstate = step_state(serial)
     rstate = {r: step_state(p) for r, p in programs.items()}
     cmp = Compare(report)
@@ -171,8 +204,9 @@ def verify_step(serial: Program, programs: Mapping[int, Program], *, seed: int =
             op = val.owner if hasattr(val, "owner") else None
             first = Divergence(r, op, msg or f"{name} after the step is not its piece of the serial value",
                                name, a, rel, programs[r].filename)
-    if first is not None:
-        report.divergence = _trace(serial, sv, programs, rv, rtol, atol) or first
+    if first is not None:  # (a fused rank's own slice@ piece updated wrong, if one is: before what the
+        # buffers' all-gather spreads to every rank's parameters)
+        report.divergence = _trace(serial, sv, programs, rv, rtol, atol) or report.divergence or first
         if report.divergence is not first:
             report.notes.append(f"first wrong value left by the step: {first.value} on rank {first.rank}")
     return report

@@ -16,7 +16,8 @@ from .layout import distribute, reduce_arrays
 from ...ir.dist import REDUCE_TYPES
 from .requests import Coll, Recv, Send
 from .runner import RankRunner
-from .values import RankValues, SimulationError
+from .groups import assumed_notes, candidates, infer_group
+from .values import RankValues, SimulationError, Undecidable
 from ...ir.attrs import attr_value
 from ...ir.core import Operation, Program
 from ...ir.dist import TensorDistAttr
@@ -49,6 +50,7 @@ class Simulator:
         self._rank_rings: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_groups: dict[int, dict[int, tuple[int, ...]]] = {}
         self.ring_notes: list[tuple[list[int], str]] = []
+        self.assumed: dict[tuple, dict[int, tuple[int, ...]]] = {}  # groups no file names, inferred (.groups)
 
     # -- groups ----------------------------------------------------------------------------
     def shard(self, k: int, x, dist: TensorDistAttr) -> dict[int, np.ndarray]:
@@ -98,19 +100,26 @@ class Simulator:
     def sub_group(self, op: Operation, rank: int, ring, nranks: int | None) -> tuple[int, ...] | None:
         """The group of a collective on a 2-D (or larger) op mesh that is a 1-D sub-mesh of it
         (Paddle's fused ZeRO buffers and its sharded clip carry the whole mesh): the group the
-        same ring names by a 1-D mesh elsewhere in the rank's program, else the one sub-mesh
-        through ``rank`` of ``nranks`` ranks; None when the collective spans the whole mesh."""
+        same ring names by a 1-D mesh elsewhere in the rank's program (or the builder's ring
+        table), else the one sub-mesh through ``rank`` of ``nranks`` ranks, else what all the
+        ranks' programs tell (:func:`.groups.infer_group`: noted in :attr:`RankValues.assumed`,
+        or :class:`Undecidable`); None when the collective spans the whole mesh."""
         mesh = op.dist_attr.mesh
         known = self.rank_ring_group(rank, ring)
         if known is not None and set(known) < set(mesh.process_ids) and nranks in (None, len(known)):
             return known
         if nranks is None or nranks == mesh.size:
             return None
-        cands = {tuple(sorted(mesh.sub_mesh(i, rank).process_ids)) for i, s in enumerate(mesh.shape) if s == nranks}
+        cands = set(candidates(mesh, rank, nranks).values())
         if len(cands) == 1:
             return next(iter(cands))
-        raise SimulationError(f"nranks {nranks} on mesh {list(mesh.shape)}: cannot tell which sub-mesh is the group "
-                              f"(no 1-D collective on ring_id {ring} names it)", rank, op)
+        if ring is None:
+            raise Undecidable(f"nranks {nranks} on mesh {list(mesh.shape)} without a ring_id: cannot tell which "
+                              "sub-mesh is the group", rank, op)
+        group, d, why = infer_group(self.programs[rank], op, rank, int(ring), nranks, self.ring_users)
+        self._rank_rings[rank][int(ring)] = group  # (a ring is one group on a rank)
+        self.assumed.setdefault((int(ring), mesh, d, why), {})[rank] = group
+        return group
 
     def group_of(self, op: Operation, rank: int, ring) -> tuple[int, ...]:
         d = op.dist_attr
@@ -230,6 +239,8 @@ class Simulator:
         for ranks, msg in self.ring_notes:
             for r in ranks:
                 out[r].notes.append(msg)
+        for r, notes in assumed_notes(self.assumed).items():
+            out[r].assumed.extend(notes)
         for s in sends:
             out[s.rank].notes.append(f"send_v2 (ring {s.ring}, peer {s.peer}) was never received")
         return out

@@ -180,25 +180,40 @@ class StepReport:
     divergence: Divergence | None = None
     missing: list[Missing] = field(default_factory=list)  # op names without a kernel (nothing simulated)
     notes: list[str] = field(default_factory=list)
+    # what the programs do not say and the proof needs (a collective's group): not provable
+    undecided: Divergence | None = None
+    # what the programs do not say and the proof took from all of them (a ring's group): also notes
+    assumed: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> int:
-        """0 equal, 1 divergence, 3 ops without a kernel (not provable)."""
-        return 3 if self.missing else 1 if self.divergence else 0
+        """0 equal, 1 divergence, 3 ops without a kernel, 4 not provable (the files do not say
+        what the proof needs: :attr:`undecided`)."""
+        return 3 if self.missing else 1 if self.divergence else 4 if self.undecided else 0
 
     def as_dict(self) -> dict:
-        return {"status": ["equal", "diverged", None, "no-kernel"][self.status], "exit": self.status,
-                "ranks": self.ranks, "values_compared": self.tensors, "elements_compared": self.elements,
-                "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "rtol": self.rtol,
-                "atol": self.atol, "ops_simulated": self.ops,
-                "divergence": self.divergence.as_dict() if self.divergence else None,
-                "no_kernel": [m.as_dict() for m in self.missing] or None}
+        out = {"status": ["equal", "diverged", None, "no-kernel", "not-provable"][self.status], "exit": self.status,
+               "ranks": self.ranks, "values_compared": self.tensors, "elements_compared": self.elements,
+               "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "rtol": self.rtol,
+               "atol": self.atol, "ops_simulated": self.ops,
+               "divergence": self.divergence.as_dict() if self.divergence else None,
+               "no_kernel": [m.as_dict() for m in self.missing] or None}
+        if self.undecided is not None:  # (rank, op, file, line, col, message: what the files do not say)
+            out["not_provable"] = self.undecided.as_dict()
+        if self.assumed:
+            out["assumed"] = list(self.assumed)
+        return out
 
     def summary(self) -> str:
         stats = (f"{self.tensors} values ({self.elements} numbers) compared on ranks {self.ranks}, "
                  f"largest error abs {self.max_abs:.3g} rel {self.max_rel:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
         if self.missing:
             return missing_summary(self.missing)
+        if self.undecided and not self.divergence:
+            d = self.undecided
+            at = f"{d.where()}: " + (f"rank {d.rank}, " if d.rank is not None else "") + \
+                (f"'{d.op.name}': " if d.op is not None else "")
+            return f"not provable: {at}{d.message}\n  (the proof cannot go on without it: nothing compared)"
         if self.divergence:
             d = self.divergence
             head = f"{d.where()}: DIVERGED" + (f" on rank {d.rank}" if d.rank is not None else "")

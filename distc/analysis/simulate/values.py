@@ -33,6 +33,11 @@ class NoKernel(SimulationError):
     """The simulator has no kernel for an op: not a verdict about the program."""
 
 
+class Undecidable(SimulationError):
+    """The programs do not say what the simulation needs (the group of a collective whose ring
+    no file names, :mod:`.groups`): not a verdict about the program either."""
+
+
 ABSENT = object()  # a value that does not exist on this rank
 
 FLOAT = ("f16", "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2")
@@ -69,6 +74,7 @@ class RankValues(dict):
         self.rank = rank
         self.program = program
         self.notes: list[str] = []
+        self.assumed: list[str] = []  # what the files do not say and the simulation took (.groups)
         self.executed: list[Operation] = []
 
     def get_value(self, v: Value):
