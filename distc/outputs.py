@@ -45,6 +45,7 @@ import time
 from . import cmdline
 from .ir.records import field, record
 from .syntax.diagnostics import DiagnosticError
+from .syntax.printer import encoded, joined
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 CHUNK, PIECES = 1 << 20, 1024  # characters (of a str) or pieces (the printer's list) encoded and written at a time
@@ -173,9 +174,7 @@ class Outputs:
         if not path:
             return
         ident = identity(path)
-        if ident is None:
-            return
-        if ident in self._ids:
+        if ident is None or ident in self._ids:
             return
         self._ids[ident] = "<stdin>" if path == "-" else path
         for t in [self._named.get(ident), *(t for t in self.targets if t.path == "-")]:
@@ -251,12 +250,13 @@ class Outputs:
         a forked worker: the name was chosen when it was planned); a stream keeps the text for the commit."""
         if t is None:
             return
-        if t.stream or t.path.lower().endswith((".gz", ".xz")):  # (compressed: imported only then)
-            text = text if isinstance(text, str) else __import__("distc.pipeline.results", fromlist=["joined"]).joined(text)
+        if t.stream or t.path.lower().endswith((".gz", ".xz")):
+            text = text if isinstance(text, str) else joined(text)
             if t.stream:
                 t.text = text
                 return
-            text = __import__("distc.compressed", fromlist=["packed"]).packed(t.path, text)
+            from .compressed import packed  # (imported only for a compressed output)
+            text = packed(t.path, text)
         try:
             fd = os.open(t.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=t.dirfd)
@@ -474,7 +474,7 @@ def _write_range(fd: int, text: str | bytes | list[str], start: int, end: int) -
     for pos in range(start, end, (step := PIECES if isinstance(text, list) else CHUNK)):  # (pieces: no fresh pages)
         part = text[pos:min(pos + step, end)]
         view = memoryview(part if isinstance(part, bytes) else part.encode() if isinstance(part, str)
-                          else "".join(part).encode() if isinstance(part[0], str) else b"".join(part))  # (UTF-8 pieces)
+                          else encoded(part))  # (the printer's pieces, or UTF-8 ones)
         while view:
             view = view[os.write(fd, view):]
 

@@ -11,17 +11,13 @@ from collections.abc import Iterator, Mapping
 from ..analysis.cost import totals
 from ..ir.core import Program
 from ..ir.records import field, record, replace
+from ..syntax.printer import joined
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names in annotations only: typing is ~4 ms of every run's start-up
     from typing import Any
 
     from ..analysis.memory import MemoryReport
-
-
-def joined(pieces: list) -> str:
-    """The text of a list of pieces: str, or bytes-like UTF-8 (a derived rank's)."""
-    return "".join(pieces) if not pieces or isinstance(pieces[0], str) else b"".join(pieces).decode("utf-8")
 
 
 @record

@@ -448,6 +448,18 @@ def print_pieces(prog: Program, *, canonical: bool = False) -> list[str]:
     return _print(prog, canonical)[0]
 
 
+def joined(pieces: list) -> str:
+    """The text of a list of pieces: the printer's (str), or bytes-like UTF-8 views of a text's
+    encoding (a derived rank's, :mod:`distc.pipeline.derive`)."""
+    return "".join(pieces) if not pieces or isinstance(pieces[0], str) else b"".join(pieces).decode("utf-8")
+
+
+def encoded(pieces: list) -> bytes:
+    """The UTF-8 bytes of a list of pieces (of either kind, as :func:`joined`): a file is written
+    from a few thousand of them at a time, without a string of the whole text."""
+    return "".join(pieces).encode() if not pieces or isinstance(pieces[0], str) else b"".join(pieces)
+
+
 def print_lines(prog: Program, ops) -> tuple[str, dict[int, int]]:
     """The program's text (as :func:`print_program`) and, for each op whose id is in ``ops``, the
     index of its line in ``text.split("\\n")`` (the printer's own layout: the head's lines, block
