@@ -87,3 +87,66 @@ def test_fmt_writes_a_file_of_several_programs_from_their_pieces(tmp_path, monke
             r = CliRunner().invoke(main, ["fmt", str(dumps / name), "-o", str(out), *extra])
             assert r.exit_code == 0, r.output
             assert out.read_bytes() == text
+
+
+# ----------------------------------------------------------------- an operand without a name
+def _relu_and_add(tmp_name: str = "x.ir"):
+    """The sample parsed as ``tmp_name``, its first ``pd_op.relu`` (line 27) and ``pd_op.add`` (line 26)."""
+    prog = distc.parse(SAMPLE.read_text(), tmp_name)
+    relu = next(o for o in prog.ops if o.name == "pd_op.relu")
+    add = next(o for o in prog.ops if o.name == "pd_op.add")
+    assert relu.loc == (27, 5) and add.loc == (26, 5)
+    return prog, relu, add
+
+
+def test_an_operand_without_a_name_is_an_error_where_its_op_is_printed():
+    """An op reading a value no op of the program defines (a pass's bug: a new value used, its op
+    never inserted or removed again) was a None piece: the error came where the pieces were joined
+    or written ("sequence item 56: expected str instance, NoneType found"), far from its cause.
+    Now the printer names the op, its line and the operand, for one operand and for several."""
+    import pytest
+
+    from distc.ir.core import Operation
+    from distc.ir.values import Value
+    from distc.syntax.diagnostics import UnnamedOperand
+
+    prog, relu, add = _relu_and_add()
+    relu.set_operand(0, Value(relu.operands[0].type))
+    for fn in (print_pieces, print_program):
+        with pytest.raises(UnnamedOperand) as ei:
+            fn(prog)
+        assert str(ei.value) == "x.ir:27:5: 'pd_op.relu': operand 0 has no name: no op defines its value"
+    prog, relu, add = _relu_and_add()
+    new = Operation("pd_op.scale", [add.operands[1]], [add.operands[1].type])  # never inserted
+    add.set_operand(1, new.results[0])
+    with pytest.raises(UnnamedOperand) as ei:
+        print_pieces(prog)
+    assert str(ei.value) == ("x.ir:26:5: 'pd_op.add': operand 1 has no name: its value is result 0 of 'pd_op.scale', "
+                             "which is not in the program")
+
+
+def test_cli_names_the_op_of_an_operand_without_a_name(tmp_path, monkeypatch):
+    """Through the command line (a pass's bug stood in for by the program the parser gives): exit
+    70, an internal error that says which op and operand, where; no traceback, nothing written."""
+    from click.testing import CliRunner
+
+    import distc.cli as cli
+    from distc.ir.values import Value
+
+    real = cli.parse_programs
+
+    def broken(text, name):
+        progs = real(text, name)
+        relu = next(o for o in progs[0].ops if o.name == "pd_op.relu")
+        relu.set_operand(0, Value(relu.operands[0].type))
+        return progs
+
+    monkeypatch.setattr(cli, "parse_programs", broken)
+    src = tmp_path / "x.ir"
+    src.write_text(SAMPLE.read_text())
+    for args in (["-o", str(tmp_path / "out.ir")], []):
+        r = CliRunner().invoke(cli.main, ["fmt", str(src), *args])
+        assert r.exit_code == 70, r.output
+        assert f"internal error: UnnamedOperand: {src}:27:5: 'pd_op.relu': operand 0 has no name" in r.output
+        assert "Traceback" not in r.output and "NoneType" not in r.output
+    assert not (tmp_path / "out.ir").exists()

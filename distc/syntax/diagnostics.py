@@ -1,6 +1,11 @@
-"""Located errors: ``path:line:col: error: message``, then the source line and a caret."""
+"""Located errors: ``path:line:col: error: message``, then the source line and a caret; and the
+printer's error for an operand without a name (:class:`UnnamedOperand`: distc's, not the input's)."""
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..ir.core import Operation, Program
 
 
 class DiagnosticError(Exception):
@@ -88,3 +93,26 @@ class Diagnostics:
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+class UnnamedOperand(ValueError):
+    """An operand whose value has no name where the printer reaches it: no op of the program
+    defines the value before this use (the verifier's 'used before it is defined'; a pass that
+    left a use of a value it removed).  Raised where the op is printed, naming the op (its
+    location in its file) and the operand."""
+
+
+def unnamed_operand(prog: "Program", op: "Operation", names: dict) -> UnnamedOperand:
+    """The error for ``op``'s first operand without a name (``names``: the printer's so far)."""
+    i, v = next((i, v) for i, v in enumerate(op._operands) if v is not None and names.get(v, v.name) is None)
+    f = prog.filename or "<input>"
+    where = f"{f}:{op.loc[0]}:{op.loc[1]}" if op.loc else f"{f} (an op a pass created)"
+    owner = v.owner
+    if owner is None:
+        why = "no op defines its value"
+    else:
+        at = f" (line {owner.loc[0]})" if owner.loc else ""
+        inside = owner.parent is not None and any(o is owner for o in prog.walk())
+        why = (f"its value is result {v.index} of '{owner.name}'{at}, " +
+               ("which comes after this use" if inside else "which is not in the program"))
+    return UnnamedOperand(f"{where}: '{op.name}': operand {i} has no name: {why}")

@@ -16,6 +16,7 @@ from operator import attrgetter
 from ..ir.attrs import format_attr_dict
 from ..ir.core import _ABSENT, Block, BlockArgument, Operation, Program, Value, set_printer
 from . import parser as _parser  # noqa: F401  (the package first: see distc/syntax/__init__.py)
+from .diagnostics import unnamed_operand
 from .parser.fast import _OP_HEAD, FastParser, op_match
 from .parser.texts import item_span
 
@@ -254,10 +255,17 @@ class _Printer:
             elif len(opnds) == 1 and opnds[0] is not None:
                 v = opnds[0]
                 vp, vs = "%", names.get(v, v.name)
-            elif None not in opnds:
-                vp, vs = "%", ", %".join(map(names.get, opnds, map(_NAME, opnds)))
+                if vs is None:  # (not left as a None piece that fails where the text is joined or written)
+                    raise unnamed_operand(self.prog, op, names)
             else:
-                vp, vs = "", ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name) for v in opnds])
+                try:
+                    if None not in opnds:
+                        vp, vs = "%", ", %".join(map(names.get, opnds, map(_NAME, opnds)))
+                    else:
+                        vp, vs = "", ", ".join(["<<NULL VALUE>>" if v is None else "%" + names.get(v, v.name)
+                                                for v in opnds])
+                except TypeError:  # (a None name)
+                    raise unnamed_operand(self.prog, op, names) from None
             ind = op.indent
             if ind is None:
                 ind = indent
