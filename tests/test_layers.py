@@ -38,7 +38,7 @@ ALLOWED_STATE: dict[tuple[str, str], str] = {
     ("distc.passes.reshard.registry", "_ENTRIES"): "@reshard_function, filled as the package is imported "
                                                    "(unregister: a test's own function)",
     ("distc.analysis.simulate.registry", "KERNELS"): "@kernel, filled as the kernels package is imported",
-    ("distc.ir.core", "_PRINTER"): "set once by distc.syntax.printer at its import",
+    ("distc.ir.program", "_PRINTER"): "set once by distc.syntax.printer at its import",
 }
 MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update",
                       "setdefault", "add", "discard", "sort", "reverse"})

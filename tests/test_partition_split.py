@@ -51,17 +51,25 @@ def test_paddle_typing_is_kept_and_proven_wrong():
     assert rep.status == 1 and d.op.name == "builtin.split" and "local shape [2, 3], expected [4, 3]" in d.message
 
 
-def test_every_op_and_ops_named_follow_the_walk():
-    """The passes' flat scans (sharding_util.every_op / ops_named) give the walk's ops, in its
-    order, with regions too."""
-    from pathlib import Path
+def _walk_by_hand(op):
+    yield op
+    for region in op.regions:
+        for block in region.blocks:
+            for o in block.ops:
+                yield from _walk_by_hand(o)
 
-    from distc.passes.sharding_util import every_op, ops_named
+
+def test_program_walk_all_ops_and_find_follow_the_nesting():
+    """Program.walk / all_ops / find (their flat fast path where no op holds regions) give every
+    op, nested ones after their parent, in program order."""
+    from pathlib import Path
 
     here = Path(__file__).parent / "data" / "oracle" / "syntax"
     progs = [parse(TEXT)] + [parse((here / f).read_text(), f) for f in ("dist_with_regions.ir", "nested_if_in_while.ir")]
     for prog in progs:
-        assert every_op(prog) == list(prog.walk())
-        for name in {op.name for op in prog.walk()} | {"builtin.split", "no.such"}:
-            assert ops_named(prog, name) == prog.find(name)
-    assert any(op.regions for op in progs[1].walk()) and len(ops_named(progs[0], "builtin.split")) == 1
+        want = [o for top in prog.block.ops for o in _walk_by_hand(top)]
+        assert list(prog.walk()) == want and prog.all_ops() == want
+        for name in {op.name for op in want} | {"builtin.split", "no.such"}:
+            assert prog.find(name) == [op for op in want if op.name == name]
+    assert any(op.regions for op in progs[1].walk()) and len(progs[0].find("builtin.split")) == 1
+    assert not any(op.regions for op in progs[0].ops) and progs[0].all_ops() is progs[0].block.ops

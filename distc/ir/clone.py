@@ -3,7 +3,7 @@ originals do (source lines, clean/dirty state, names, comments and style are car
 Types and attributes are immutable and shared.
 
 Each object is made by the class of the one it copies (``type(op)(...)``), so this module imports
-nothing of :mod:`distc.ir.core` (whose ``Program.clone`` calls it: no import circle)."""
+nothing of :mod:`distc.ir.program` (whose ``Program.clone`` calls it: no import circle)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from ..ir.records import record
 from ..ir.types import DistTensorType, VectorType
 from .base import ModulePass, PassContext, register
 from .paddle_api import PaddleAPI
-from .sharding_util import (dist_of, fail, layout_key, layout_objects, op_role_attr, ops_named, persistable,
+from .sharding_util import (dist_of, fail, layout_key, layout_objects, op_role_attr, persistable,
                             stop_gradient)
 
 # sources of dist values whose (dense) input has no dist entry; Paddle's mix2dist removes them
@@ -263,7 +263,7 @@ def split_truth(prog: Program, ctx: PassContext) -> int:
     -> ``expand_grad`` says Replicate for a Shard(0) piece, so no reshard is inserted and each rank
     sums only its own batch rows into the cls token's gradient).  Returns how many were retyped."""
     n = 0
-    for op in ops_named(prog, ops.BUILTIN_SPLIT):
+    for op in prog.find(ops.BUILTIN_SPLIT):
         if op.num_operands != 1 or op.operand(0) is None:
             continue
         vt = op.operand(0).type

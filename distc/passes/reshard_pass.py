@@ -8,7 +8,6 @@ from operator import methodcaller
 
 from ..ir.records import field, record
 from .base import INTERNAL, ModulePass, PassContext, register
-from .sharding_util import every_op
 
 
 @register
@@ -47,7 +46,7 @@ class ReshardPass(ModulePass):
 def _ring_ids_in(prog) -> set[int]:
     out = set()
     # (op.attr, not op.attrs: an unread op answers from its line, without reading it)
-    for a in map(_RING_ID, every_op(prog)):
+    for a in map(_RING_ID, prog.walk()):
         if a is not None:  # (most ops have none)
             v = getattr(a, "value", None)
             if isinstance(v, int):

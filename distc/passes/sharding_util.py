@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from itertools import compress, repeat
+from itertools import repeat
 from operator import attrgetter
 
 from ..ir import attrs as A
@@ -104,7 +104,6 @@ def layout_objects(op: Operation, head: object, extra: object = None) -> tuple:
 
 
 _TYPE = attrgetter("_type")
-_NAME, _REGIONS = attrgetter("name"), attrgetter("regions")
 _TYPE_NAME, _NONE = repeat("_type"), repeat(None)  # (getattr(v, "_type", None): None for an absent operand)
 
 
@@ -126,15 +125,3 @@ def is_distributed(prog) -> bool:
             return True
     return False
 
-
-def every_op(prog) -> list[Operation]:
-    """The program's ops in walk order: its block's own list (do not change it) when no op holds
-    regions -- the passes' scans of a whole program, without a generator step an op."""
-    ops = prog.block.ops
-    return ops if not any(map(_REGIONS, ops)) else list(prog.walk())
-
-
-def ops_named(prog, name: str) -> list[Operation]:
-    """``prog.find(name)``, the names compared in one pass in C."""
-    ops = every_op(prog)
-    return list(compress(ops, map(name.__eq__, map(_NAME, ops))))
