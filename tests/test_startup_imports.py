@@ -88,8 +88,10 @@ NOT_NEEDED_ONE_RANK = {
 # the imports, ~1 ms, and 22 more during a mlp96 run, ~6 ms, are not compiled now) and syntax.parser.lines, the
 # op-line regexes split from parser.fast (at 500 lines; the regexes were compiled there: ~0.1 ms more a module);
 # 82 with syntax.regex and syntax.regex_table, the parser's patterns without re (~0.1 ms to load the table, ~0.4 ms
-# to make the patterns from it; compiling them was ~7 ms and importing re ~4 ms)
-DISTC_MODULES = 82
+# to make the patterns from it; compiling them was ~7 ms and importing re ~4 ms);
+# 83 with ir.program, the containers (Block, Region, Program) split from ir.core at 499 lines (core + program
+# ~0.85 ms of -X importtime self against core's ~0.7 ms, best of 12 at load 10)
+DISTC_MODULES = 83
 # the distributions other than distc and the standard library it imports (click is a test dependency only)
 OTHERS: set[str] = set()
 

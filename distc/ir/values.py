@@ -1,5 +1,5 @@
 """Values: the results of operations and the arguments of blocks, with their use lists (each
-use an (operation, operand index) pair; only :mod:`distc.ir.operation` changes them)."""
+use an (operation, operand index) pair; only :mod:`distc.ir.core` changes them)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .attrs import Attribute
 from .dist import TensorDistAttr
 from .types import DistTensorType, Type
 
-# ``Operation`` and ``Block`` in annotations are distc.ir.operation and .block (not imported: they import this
+# ``Operation`` and ``Block`` in annotations are distc.ir.core and .program (not imported: they import this
 # module, and an import circle is one even under TYPE_CHECKING)
 
 
