@@ -138,14 +138,17 @@ class InsertPoint:
         return InsertPoint(block, None)
 
     def insert(self, op: Operation) -> Operation:
-        ref = self.anchor if self.anchor is not None else self.block.last
-        if op.indent is None and ref is not None:
-            op.indent = ref.indent
-        if self.anchor is None:
-            self.block.append(op)
-        else:
-            self.block.insert_before(self.anchor, op)
-        return op
+        block, anchor = self.block, self.anchor
+        if anchor is None:  # (Block.append / insert_before, linked here: thousands of new ops a pass)
+            ref = block._last
+            if op.indent is None and ref is not None:
+                op.indent = ref.indent
+            return block._link(op, ref, None)
+        if op.indent is None:
+            op.indent = anchor.indent
+        if anchor.parent is not block:
+            raise ValueError(f"{anchor!r} is not in this block")
+        return block._link(op, anchor._prev, anchor)
 
 
 # ------------------------------------------------------------------------ an op made anew in place

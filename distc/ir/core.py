@@ -16,6 +16,8 @@ untouched parts of a program print back byte for byte and fast.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, contains, is_not, not_
 
 from .attrs import Attribute
 from .dist import OperationDistAttr
@@ -271,6 +273,70 @@ class Operation:
 
     def __repr__(self) -> str:
         return f"<Operation {self.name} at {self.loc}>"
+
+
+def new_op(name: str, operands: Sequence[Value | None], result_types: Sequence[Type], attrs: dict[str, Attribute],
+           sig: str = "full", indent: str | None = None) -> Operation:
+    """``Operation(name, operands, result_types, attrs, sig=sig)`` with ``indent`` set, made slot by
+    slot (the passes' builders make thousands: under half the constructor's time).  ``attrs`` is
+    held, not copied (attribute dicts are never changed in place); ``operands`` and
+    ``result_types`` are lists or tuples."""
+    op = _NEW(Operation)
+    if len(result_types) == 1:  # (most new ops)
+        r = _NEW(OpResult)
+        r._type, r.uses, r.name, r.op = result_types[0], (), None, op
+        op.results = [r]
+    else:
+        op.results = res = [_NEW(OpResult) for _ in result_types]
+        for r, t in zip(res, result_types):
+            r._type, r.uses, r.name, r.op = t, (), None, op
+    if operands:
+        op._operands = vals = list(operands)
+        i = 0
+        for v in vals:
+            if v is not None:
+                u = v.uses
+                if u:
+                    u.append((op, i))
+                else:
+                    v.uses = [(op, i)]
+            i += 1
+    else:
+        op._operands = ()
+    op.name, op.op_id, op.operand_keywords, op._attrs, op.sig, op.indent = name, None, (), attrs, sig, indent
+    op._as_read, op.dirty = False, True
+    op._reader = op._dist = op._edits = op.parent = op._line = op._col = op.src = op._prev = op._next = None
+    op.regions = op.pre = ()
+    return op
+
+
+def ops_with_attr(ops: list[Operation], key: str) -> list[tuple[Operation, Attribute]]:
+    """``[(op, op.attr(key)) for op in ops if op.has_attr(key)]`` without a call an op: the ops
+    that may hold ``key`` are found in C -- those whose attribute dict holds it, those left unread
+    whose source line names it, those with edits -- and only they are asked (a pass's scan of a
+    whole program for a key few ops have: ``ring_id``, ``multi_precision``)."""
+    n = len(ops)
+    dicts = list(map(_ATTRS, ops))
+    read = list(map(is_not, dicts, repeat(None)))  # (a dict: new ops, and parsed ops asked for their attributes)
+    hits = set(compress(compress(range(n), read), map(contains, compress(dicts, read), repeat(key))))
+    if not all(read):  # (ops left unread: their source line, and their edits, say)
+        idx = list(compress(range(n), map(not_, read)))
+        unread = list(map(ops.__getitem__, idx))
+        hits.update(compress(idx, map(contains, map(_SRC, unread), repeat(key + ":"))))
+        edits = list(map(_EDITS, unread))
+        edited = list(map(is_not, edits, repeat(None)))
+        if any(edited):  # (an unread op's edits: a key set there, or deleted)
+            hits.update(compress(compress(idx, edited), map(contains, compress(edits, edited), repeat(key))))
+    out = []
+    for i in sorted(hits):
+        op = ops[i]
+        v = op.attr(key, _ABSENT)
+        if v is not _ABSENT:
+            out.append((op, v))
+    return out
+
+
+_ATTRS, _SRC, _EDITS = attrgetter("_attrs"), attrgetter("src"), attrgetter("_edits")
 
 
 def _with(attrs: Mapping[str, Attribute], key: str, value) -> dict[str, Attribute]:

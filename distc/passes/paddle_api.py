@@ -33,7 +33,7 @@ from ..dialects.collectives import ALLREDUCE_2024, ERA_2024_NAMES
 from ..dialects.partial_order import ordered_partial
 from ..ir import attrs as A
 from ..ir.builder import InsertPoint, Maker
-from ..ir.core import Operation, Value
+from ..ir.core import Operation, Value, new_op
 from ..ir.dist import REDUCE_TYPES, OperationDistAttr, ProcessMesh, TensorDistAttr, VecDistAttr, merge_meshes
 from ..ir.style import Style
 from ..ir.types import DTYPE_SUFFIX_TO_NAME, DenseTensorType, DistTensorType, VectorType
@@ -175,9 +175,9 @@ class PaddleAPI:
             if hit is None:
                 hit = self._cache[k] = (dist, self.op_role, self._attrs({}, dist, sg, len(result_types)))
             a = hit[2]
-        op = Operation(name, operands, result_types, a)  # (it copies both)
+        op = new_op(name, operands, result_types, a)  # (``a`` held: never changed in place)
         if self.loc is not None:
-            op.loc = self.loc
+            op._line, op._col = self.loc
         self.at.insert(op)
         self.created.append(op)
         return op

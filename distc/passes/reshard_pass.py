@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 
-from operator import methodcaller
-
+from ..ir.core import ops_with_attr
 from ..ir.records import field, record
 from .base import INTERNAL, ModulePass, PassContext, register
 
@@ -45,13 +44,8 @@ class ReshardPass(ModulePass):
 
 def _ring_ids_in(prog) -> set[int]:
     out = set()
-    # (op.attr, not op.attrs: an unread op answers from its line, without reading it)
-    for a in map(_RING_ID, prog.walk()):
-        if a is not None:  # (most ops have none)
-            v = getattr(a, "value", None)
-            if isinstance(v, int):
-                out.add(v)
+    for _, a in ops_with_attr(prog.all_ops(), "ring_id"):  # (most ops have none: found in C)
+        v = getattr(a, "value", None)
+        if isinstance(v, int):
+            out.add(v)
     return out
-
-
-_RING_ID = methodcaller("attr", "ring_id")

@@ -17,12 +17,10 @@ optimizer ops with a master-weight operand).  On Paddle's CPU wheel none of thes
 
 from __future__ import annotations
 
-from operator import methodcaller
-
 from ..analysis.op_index import OpIndex
 from ..dialects import ops
 from ..ir.builder import InsertPoint, Maker
-from ..ir.core import Operation, Program, Value
+from ..ir.core import Operation, Program, Value, ops_with_attr
 from ..ir.dist import TensorDistAttr, VecDistAttr
 from ..ir.types import DistTensorType, VectorType
 from .paddle_api import PaddleAPI
@@ -46,16 +44,11 @@ def detect_amp(prog: Program, index=None) -> list[str]:
         if dt is not None and any(str(dt).endswith(p) for p in LOW_PRECISION):
             why.append(f"low-precision casts (pd_op.cast to {dt})")
             break
-    walked = list(prog.walk())
-    flags = list(map(_MULTI_PRECISION, walked))  # (most ops have none: a C loop over them, then the few)
-    for i in [i for i, mp in enumerate(flags) if mp is not None]:
-        if str(flags[i]) == "true":
-            why.append(f"master weights ('{walked[i].name}' with multi_precision:true)")
+    for op, mp in ops_with_attr(prog.all_ops(), "multi_precision"):  # (most ops have none: found in C)
+        if str(mp) == "true":
+            why.append(f"master weights ('{op.name}' with multi_precision:true)")
             break
     return why
-
-
-_MULTI_PRECISION = methodcaller("attr", "multi_precision")
 
 
 def _grad_source(opt: Operation, grad_index: int) -> tuple[Value, Operation] | None:

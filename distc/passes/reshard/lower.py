@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 
 from ...ir.core import Block, Operation, Program, Value
 from ...ir.dist import TensorDistAttr
@@ -75,7 +77,13 @@ def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
 # ------------------------------------------------------------------------------------ decompose
 def work_in(block: Block) -> list[Operation]:
     """The ops of ``block`` the lowering visits, in order: reshards and ops holding regions."""
-    return [o for o in block.ops if o.regions or o.name == RESHARD]
+    ops = block.ops
+    if any(map(_REGIONS, ops)):
+        return [o for o in ops if o.regions or o.name == RESHARD]
+    return list(compress(ops, map(RESHARD.__eq__, map(_NAME, ops))))  # (no regions: the names compared in C)
+
+
+_NAME, _REGIONS = attrgetter("name"), attrgetter("regions")
 
 
 def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = False,

@@ -20,7 +20,7 @@ for byte.
 from __future__ import annotations
 
 from ...ir.builder import InsertPoint, become
-from ...ir.core import Operation
+from ...ir.core import Operation, new_op
 from ..sharding_util import chunk_id_of, stop_gradient
 from .context import retire
 
@@ -205,9 +205,7 @@ def _made(ops, x, indent) -> list[Operation]:
     made: list[Operation] = []
     for name, refs, types, attrs, sig in ops:
         # (the template's dict itself: attribute dicts are never changed in place)
-        o = Operation(name, _operands(refs, x, made), types, attrs, sig=sig)
-        o.indent = indent
-        made.append(o)
+        made.append(new_op(name, _operands(refs, x, made), types, attrs, sig, indent))
     return made
 
 
