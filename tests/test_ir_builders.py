@@ -99,3 +99,14 @@ def test_insert_point_links_as_the_block_does():
     with pytest.raises(ValueError):
         InsertPoint.at_end(block).insert(a)  # already in a block
     print_program(prog)
+
+
+def test_retype_is_the_type_setter_without_the_comparison():
+    a = Operation("pd_op.data", (), (T,), {})
+    user = Operation("pd_op.relu", [a.results[0]], (T,), {})
+    user.dirty = a.dirty = False
+    a.results[0].type = T  # (equal: nothing changes)
+    assert not user.dirty and not a.dirty
+    t2 = DenseTensorType((3,), "f32", "pd_op.tensor")
+    a.results[0].retype(t2)
+    assert a.results[0].type is t2 and user.dirty and a.dirty

@@ -36,6 +36,14 @@ class Value:
         for op, _ in self.uses:
             op.dirty = True
 
+    def retype(self, t: Type) -> None:
+        """``self.type = t`` for a ``t`` the caller knows is not equal to the value's type (a
+        pass's memo of what it did to values of that type): no comparison of the two."""
+        self._type = t
+        self._touch()
+        for op, _ in self.uses:
+            op.dirty = True
+
     def _touch(self) -> None:
         pass
 

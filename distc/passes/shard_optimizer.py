@@ -148,7 +148,7 @@ def respmd(op: Operation, sig: OptSig, mk: Maker, memo: dict | None = None) -> b
     if changed:
         op.dist_attr = new
     for r, t in retypes:
-        op.results[r].type = t
+        op.results[r].retype(t)  # (the plan's types differ from the results' it was made for)
         changed = True
     return changed
 
@@ -357,9 +357,14 @@ class ShardOptimizerPass(ModulePass):
             pd, pt = dist_of(p), p.type if p is not None else None
             if pd is None or not isinstance(pt, DistTensorType) or pt.rank == 0 or pt.shape[0] == 1:
                 continue
-            if axis >= pd.mesh.ndim or not pd.placements[axis].is_replicate():
-                continue
-            gi = next((i for i, (role, _) in enumerate(sig.operands) if role == GRAD), None)
+            # (whether ZeRO shards it and its grad operand: by the parameter's layout and the
+            # optimizer signature, one object a kind each, which the entry keeps)
+            g = memo.get(("grad of", id(pd), id(sig)))
+            if g is None:
+                gi = None if axis >= pd.mesh.ndim or not pd.placements[axis].is_replicate() else next(
+                    (i for i, (role, _) in enumerate(sig.operands) if role == GRAD), None)
+                g = memo[("grad of", id(pd), id(sig))] = (pd, sig, gi)
+            gi = g[2]
             if gi is None:
                 continue
             hit = memo.get(("target", id(pd), pt.rank))
@@ -401,7 +406,7 @@ class ShardOptimizerPass(ModulePass):
                 hit = memo[k] = (t, od, None if t.dist is attr or t.dist == attr else t.with_dist(attr),
                                  None if od is new_d or od == new_d else new_d)
             if hit[2] is not None:
-                v.type = hit[2]
+                v.retype(hit[2])  # (t retyped to attr: not equal to t)
             if hit[3] is not None:
                 owner.dist_attr = hit[3]
             return
