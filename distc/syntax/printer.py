@@ -17,7 +17,8 @@ from ..ir.attrs import format_attr_dict
 from ..ir.core import _ABSENT, Block, BlockArgument, Operation, Program, Value, set_printer
 from . import parser as _parser  # noqa: F401  (the package first: see distc/syntax/__init__.py)
 from .diagnostics import unnamed_operand
-from .parser.fast import _OP_HEAD, FastParser, op_match
+from .parser.fast import FastParser
+from .parser.lines import attr_source
 from .parser.texts import item_span
 
 _TYPE = attrgetter("_type")
@@ -30,19 +31,6 @@ def _spans(src: str, name: str) -> tuple[int, int, int]:
     p = src.find(') = "')
     q = src.find('" (', p + 5 + len(name)) if p >= 0 else -1
     return p, q, (src.find(")", q + 3) if q >= 0 else -1)
-
-
-def _attr_source(src: str) -> str:
-    """``op_match(src)[5]``, the attribute text of a parsed op line, without slicing its types:
-    its end is where op_match's tail finds it first (the last ``} : (`` before the last ``) ->``)."""
-    m = _OP_HEAD.match(src)
-    if m is not None:
-        h = m.end()
-        k = src.rfind("} : (", h)
-        j = src.rfind(") ->", k + 5) if k >= 0 else -1
-        if j >= 0 and (j + 4 == len(src) or src[j + 4] == " "):
-            return src[h:k]
-    return op_match(src)[5]  # type: ignore[index]
 
 
 class _Printer:
@@ -396,7 +384,7 @@ class _Printer:
     def _attr_text(self, op: Operation) -> str:
         """The attributes of an op line, inside its braces."""
         if (op._as_read or (op._edits is not None and op._attrs is None)) and not self.canonical:
-            atext = _attr_source(op.src)  # type: ignore[arg-type]
+            atext = attr_source(op.src)  # type: ignore[arg-type]
             # a parsed op whose attributes are as read (its operands or types changed: partition
             # retypes and renames most ops): its attribute text as it was; with items set or
             # deleted since and the rest unread (partition's op_dist_attr): those replaced

@@ -16,7 +16,7 @@ from .leaves import (
 from .names import (
     _FEW, _FEW_QUOTES, OPERANDS as _OPERANDS, RESULTS as _RESULTS, Builder, Named as _Named, read_run,
 )
-from .lines import _CLOSE, _ELSE, _NON_TRIVIA, _OP, _OP_HEAD, _REGION_OP, _TRIVIA, op_match, op_tail  # noqa: F401 (re-exported)
+from .lines import _CLOSE, _ELSE, _NON_TRIVIA, _OP, _OP_HEAD, _REGION_OP, _TRIVIA, attr_source, op_match, op_tail  # noqa: F401 (re-exported)
 from .texts import (
     CACHE_TEXT, Cache as _Cache, Unread, from_skeleton, item_span, joined_line, keep_skeleton,
     kwarg_lines as _kwarg_lines, skeleton_of, split_plain as _split_plain,
@@ -161,12 +161,12 @@ class FastParser:
 
     def read_attrs(self, src: str) -> dict:
         """The attribute dict of an op line whose text was left unread."""
-        return self.attr_dict(op_match(src)[5])  # type: ignore[index]
+        return self.attr_dict(attr_source(src))
 
     def read_item(self, src: str, key: str):
         """The value of the item ``key`` of an op line whose attribute text was left unread (None:
         it has none), without the rest of its dict (op_dist_attr: what the passes ask of every op)."""
-        text = op_match(src)[5]  # type: ignore[index]
+        text = attr_source(src)
         i, j = item_span(text, key)
         if i < 0 or j < 0:  # (none, or not of the forms item_span reads)
             return None if i < 0 else self.attr_dict(text).get(key)

@@ -1,6 +1,7 @@
 """Op lines of the PIR text: the regular expressions that read them (the whole line, its head of
-value names, region headers, closing lines, trivia) and :func:`op_match`, which reads a line's
-parts without the regex's backtracking."""
+value names, region headers, closing lines, trivia), :func:`op_match`, which reads a line's
+parts without the regex's backtracking, and :func:`tail_spans`, where its tail splits (attributes,
+input types, output types: what the parser reads and the printer copies, :func:`attr_source`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
     """``_OP.fullmatch(text, pos, end).groups()`` (or ``None``) without the regex's backtracking
     over the whole line: the head is read by a regex (it has one way to match), the attributes
     end at the last ``} : (`` and the input types at the last ``) ->`` after which the rest fits,
-    as the greedy groups would."""
+    as the greedy groups would (:func:`tail_spans`)."""
     if end is None:
         end = len(text)
     m = _OP_HEAD.match(text, pos, end)
@@ -38,21 +39,42 @@ def op_match(text: str, pos: int = 0, end: int | None = None) -> tuple | None:
 def op_tail(text: str, m: re.Match, end: int) -> tuple | None:
     """:func:`op_match` of a line whose head ``m`` read (up to ``end``)."""
     h = m.end()
+    s = tail_spans(text, h, end)
+    if s is None:
+        return None
+    k, j, a = s
+    return (*m.groups(), text[h:k], text[k + 5:j], None if a < 0 else text[a:end].rstrip(" \t"))
+
+
+def tail_spans(text: str, h: int, end: int) -> tuple[int, int, int] | None:
+    """Where the tail of an op line (from ``h``, after its head's ``{``, up to ``end``) splits, as
+    the greedy groups of ``_OP`` split it: ``(k, j, a)`` with the attributes ``text[h:k]`` (``k``:
+    the ``} : (`` after them), the input types ``text[k + 5:j]`` (``j``: the ``) ->`` after them)
+    and the output types from ``a`` (-1: none printed); None where the tail is of no such form.
+    The last ``} : (`` and the last ``) ->`` after it are tried first: almost always the ones."""
     k = text.rfind("} : (", h, end)
     while k >= 0:
         j = text.rfind(") ->", k + 5, end)
         while j >= 0:
             a = j + 4
             if a == end:
-                return (*m.groups(), text[h:k], text[k + 5:j], None)
+                return k, j, -1
             c = text[a]
             if c == " ":
-                return (*m.groups(), text[h:k], text[k + 5:j], text[a + 1:end].rstrip(" \t"))
+                return k, j, a + 1
             if not text[a:end].strip(" \t"):
-                return (*m.groups(), text[h:k], text[k + 5:j], None)
+                return k, j, -1
             j = text.rfind(") ->", k + 5, j + 3)
         k = text.rfind("} : (", h, k + 4)
     return None
+
+
+def attr_source(src: str) -> str:
+    """The attribute text (inside the braces) of a parsed op line ``src`` (``op_match(src)[5]``,
+    without slicing its types): what the printer copies and an unread op's attributes are read from."""
+    m = _OP_HEAD.match(src)
+    h = m.end()  # type: ignore[union-attr]  (a parsed op line: its head reads)
+    return src[h:tail_spans(src, h, len(src))[0]]  # type: ignore[index]
 
 
 _REGION_OP = regex.compile(
