@@ -217,74 +217,91 @@ def read_run(text: str, pos: int, i: int, limit: int, head, block, builder, tail
             tail = line[h:]
             got = tget(tail)
             if got is None:  # (a tail of strings of one piece each: by its skeleton, the strings emptied)
-                q = tail.count('"')
-                if q == 2 and "\\" not in tail:  # ('""'.join(tail.split('"')[::2]) for one string)
-                    got = sget(tail[:tail.find('"') + 1] + tail[tail.rfind('"'):])
-                elif q in _FEW_QUOTES and "\\" not in tail:
+                a = tail.find('"')  # (found, not counted: str.count reads the text a character at a time)
+                b = tail.find('"', a + 1) if a >= 0 else -1
+                if b < 0 or "\\" in tail:
+                    break
+                if tail.find('"', b + 1) < 0:  # one string: '""'.join(tail.split('"')[::2])
+                    got = sget(tail[:a + 1] + tail[b:])
+                elif tail.count('"') in _FEW_QUOTES:
                     got = sget('""'.join(tail.split('"')[::2]))
                 if got is None:
                     break
             ind, res, name, oid, opnds = hm.groups()
             d, t_in, t_out, dist = got
         results = res[1:].split(", %") if res else ()
-        if not opnds:
-            operands: list | tuple = ()
-        elif "<" in opnds:  # (no value name holds '<')
-            operands = [None if o == "<<NULL VALUE>>" else o[1:] for o in opnds.split(", ")]
-        else:
-            operands = opnds[1:].split(", %")  # (no value name holds ',' or ' ')
-        if len(t_out) != len(results) or len(t_in) != len(operands):
+        one_result = len(results) == 1
+        if len(t_out) != len(results):
             break
-        if results:  # (none defined before, in any scope; none twice)
-            if len(results) == 1:
-                if get(results[0]) is not None:
-                    break
-            elif len(set(results)) != len(results) or any(map(get, results)):
+        if one_result:  # (none defined before, in any scope; none twice)
+            if get(results[0]) is not None:
                 break
-        op = _NEW(Operation)  # (what Operation(...) makes, slot by slot: shared empty tuples where it keeps them)
-        values: list = []
-        k = 0
-        for vname, t in zip(operands, t_in):
-            if vname is None:
-                if t is not NULL_TYPE:
-                    break
-                values.append(None)
-            else:
-                v = get(vname)
-                if v is None:
-                    break
-                if t is not v._type:
-                    if v._type is NULL_TYPE and _untyped(v):
-                        v._type = t  # (block arguments print no type: learnt from the first use)
-                    elif t != v._type:
-                        break
-                if v.uses:
-                    v.uses.append((op, k))
-                else:
-                    v.uses = [(op, k)]
-                values.append(v)
-            k += 1
-        if k != len(operands):
-            for k, v in enumerate(values):  # (the uses added)
-                if v is not None:
-                    v.uses.remove((op, k))
+        elif results and (len(set(results)) != len(results) or any(map(get, results))):
             break
+        op = _NEW(Operation)  # (what Operation(...) makes, slot by slot: shared empty tuples where it keeps them)
+        if opnds:
+            if "<" in opnds:  # (no value name holds '<')
+                operands: list = [None if o == "<<NULL VALUE>>" else o[1:] for o in opnds.split(", ")]
+            else:
+                operands = opnds[1:].split(", %")  # (no value name holds ',' or ' ')
+            if len(t_in) != len(operands):
+                break
+            values: list = []
+            k = 0
+            for vname, t in zip(operands, t_in):
+                if vname is None:
+                    if t is not NULL_TYPE:
+                        break
+                    values.append(None)
+                else:
+                    v = get(vname)
+                    if v is None:
+                        break
+                    if t is not v._type:
+                        if v._type is NULL_TYPE and _untyped(v):
+                            v._type = t  # (block arguments print no type: learnt from the first use)
+                        elif t != v._type:
+                            break
+                    if v.uses:
+                        v.uses.append((op, k))
+                    else:
+                        v.uses = [(op, k)]
+                    values.append(v)
+                k += 1
+            if k != len(operands):
+                for k, v in enumerate(values):  # (the uses added)
+                    if v is not None:
+                        v.uses.remove((op, k))
+                break
+            op._operands = values
+        elif t_in:
+            break
+        else:
+            op._operands = ()
         op.name = intern(name)
         op.op_id = int(oid) if oid else None
-        op._operands = values or ()
         op.operand_keywords = ()
-        res_ = []
-        for rname, t in zip(results, t_out):
+        if one_result:  # (the common case: no loop)
             r = _NEW(OpResult)
-            r._type = t
+            r._type = t_out[0]
             r.uses = ()
-            r.name = rname
+            r.name = rname = results[0]
             r.op = op
-            res_.append(r)
             scope[rname] = r
+            op.results = [r]
+        else:
+            res_ = []
+            for rname, t in zip(results, t_out):
+                r = _NEW(OpResult)
+                r._type = t
+                r.uses = ()
+                r.name = rname
+                r.op = op
+                res_.append(r)
+                scope[rname] = r
+            op.results = res_
         if extend is not None:
             extend(results)
-        op.results = res_
         op._attrs = d
         op._as_read = True
         op._reader = reader
