@@ -100,6 +100,8 @@ class Fusion:
             sig = optimizer_sig(op)
             if sig is None:
                 continue
+            if sig.spmd == "replicate":  # lamb_'s trust ratio: norms of the whole parameter and update
+                raise fail(op, f"tensor-fusion: '{op.name}' needs its whole parameter and update (a norm of each), not a slice")
             roles = [r for r, _ in sig.operands]
             p, g = op.operand(roles.index(PARAM)), op.operand(roles.index(GRAD))
             if p is None or g is None or p.dist_attr is None or g.dist_attr is None:
@@ -123,8 +125,7 @@ class Fusion:
         return g
 
     def clip_region(self, ups: list[Update]) -> list[Operation]:
-        """The stage-0 global-norm clip: the optimizer-role ops the updates' gradients come
-        through (squared_l2_norm ... divide, multiply), in program order."""
+        """The stage-0 global-norm clip: the optimizer-role ops the gradients come through, in order."""
         seen: dict[int, Operation] = {}
         # a gradient that is an input (its pd_op.data, optimizer role: the seed program) is no clip's
         raw = {id(g.owner) for u in ups if (g := u.grad).owner is not None and not g.owner.operands}
