@@ -104,7 +104,7 @@ class UnnamedOperand(ValueError):
 
 def unnamed_operand(prog: "Program", op: "Operation", names: dict) -> UnnamedOperand:
     """The error for ``op``'s first operand without a name (``names``: the printer's so far)."""
-    i, v = next((i, v) for i, v in enumerate(op._operands) if v is not None and names.get(v, v.name) is None)
+    i, v = next((i, v) for i, v in enumerate(op.operands) if v is not None and names.get(v, v.name) is None)
     f = prog.filename or "<input>"
     where = f"{f}:{op.loc[0]}:{op.loc[1]}" if op.loc else f"{f} (an op a pass created)"
     owner = v.owner

@@ -22,7 +22,7 @@ divergence: the programs may be right under the real ring table)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...dialects import collectives as C
 from ...dialects import ops
