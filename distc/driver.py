@@ -231,7 +231,7 @@ def check_pattern(path: str | None, option: str, many: bool, several: str = "--a
                   extra: tuple[str, ...] = ()) -> None:
     """An output pattern's one field is ``{rank}`` (and ``extra`` ones: ``--job-out``'s ``{job}``),
     and ``{rank}`` needs several ranks (usage errors)."""
-    if path is None or path == "-":
+    if path is None or path == "-" or ("{" not in path and "}" not in path):  # (no field, no brace: nothing to check)
         return
     known = ("{rank}", *extra)
     fields = _FIELD.findall(path)

@@ -155,3 +155,17 @@ def test_many_unknown_names_are_summarised(tmp_path):
     warnings = [ln for ln in r.stderr.splitlines() if ": warning: " in ln]
     assert len(warnings) == 11
     assert warnings[-1].startswith(f"{f}: warning: {len(names) - 10} more op names Paddle 3.3.1 does not have: ")
+
+
+def test_is_known_is_membership_in_known_names():
+    """is_known searches the op list's text (a whole line) where known_names is its set: the same
+    answer for every listed name, near misses of them, and names no line can hold."""
+    from distc.dialects import known_ops
+
+    names = sorted(known_names())
+    listed = [n for n in known_ops._listed().split("\n") if n]
+    tries = names + [n + suffix for n in listed for suffix in ("", " ", "_", "x")] + [n[:-1] for n in listed]
+    tries += [f"{a}\n{b}" for a, b in zip(names, names[1:])][:50] + ["pd_op.", "pd_op.\n", "\npd_op.add", "builtin."]
+    for name in tries:
+        assert is_known(name) == ("(" in name or (("." in name) and (
+            name.partition(".")[0] in known_ops.UNCHECKED_DIALECTS or name in known_names()))), repr(name)

@@ -198,3 +198,39 @@ def test_an_operand_set_by_hand_on_a_clean_op_is_caught():
     op._operands[0] = other  # (what no ir.core call does: a broken pass poking at operand slots)
     assert not op.dirty
     _both_raise(prog, "stale use")
+
+
+def _two_operand_clean(prog: distc.Program) -> tuple[int, Operation]:
+    """The first clean one-result op with two present operands (the final verify's inline path)."""
+    ops = prog.ops
+    k = next(i for i, op in enumerate(ops) if not op.dirty and len(op.results) == 1 and op.num_operands == 2
+             and op.operand(0) is not None and op.operand(1) is not None)
+    return k, ops[k]
+
+
+def test_a_second_operand_set_by_hand_to_a_later_value_is_caught():
+    """Operand 1 of a clean two-operand op set by hand to a value defined after the op, its use
+    moved by hand too (the use lists agree): def-before-use of the second operand."""
+    prog = _lowered()
+    k, op = _two_operand_clean(prog)
+    old = op.operand(1)
+    later = next(r for o in prog.ops[k + 1:] for r in o.results)
+    op._operands[1] = later
+    old.uses.remove((op, 1))
+    later.uses = list(later.uses) + [(op, 1)]
+    assert not op.dirty
+    _both_raise(prog, "operand 1 is used before it is defined")
+
+
+def test_a_second_operand_missing_from_its_use_list_is_caught():
+    prog = _lowered()
+    _, op = _two_operand_clean(prog)
+    v = op.operand(1)
+    v.uses.remove((op, 1))  # (and one stale entry elsewhere, so the counts still agree)
+    v.uses.append((op, 0)) if op.operand(0) is not v else None
+    assert not op.dirty
+    with pytest.raises(distc.DiagnosticError) as full:
+        verify(prog)
+    with pytest.raises(distc.DiagnosticError) as changed:
+        verify_changed(prog)
+    assert str(changed.value) == str(full.value)
