@@ -11,11 +11,15 @@ Paddle) by scanning its ops (``distc diff``), and :func:`totals` totals either.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from ..dialects.collectives import (  # noqa: F401 (bytes_moved, Collective: re-exported)
     ALL_GATHER, BROADCAST, COLLECTIVE_OPS, RECV, REDUCE_SCATTER, SEND, Collective, bytes_moved,
 )
 from ..ir.types import DistTensorType
 from ..syntax.diagnostics import DiagnosticError
+
+_REGIONS = attrgetter("regions")
 
 
 def collectives_in(prog, rank: int | None = None, rings: dict | None = None) -> list[Collective]:
@@ -142,13 +146,14 @@ def program_ranks(prog) -> list[int]:
     """Every process id of every mesh in the program (op meshes and value types)."""
     meshes = {}  # by identity: a program shares a few mesh objects among all its ops
     seen: set[int] = set()  # ids of the op dist attrs and types looked at (shared objects: each once)
-    for op in prog.walk():
+    ops = prog.block.ops
+    for op in (prog.walk() if any(map(_REGIONS, ops)) else ops):  # (walk's generator only for regions)
         d = op.dist_attr
         if d is not None and id(d) not in seen:
             seen.add(id(d))
             meshes[id(d.mesh)] = d.mesh
         for r in op.results:
-            t = r.type
+            t = r._type
             if id(t) not in seen:
                 seen.add(id(t))
                 if isinstance(t, DistTensorType):
