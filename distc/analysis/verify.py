@@ -107,10 +107,13 @@ def _structure(block: Block) -> list[tuple[Operation, bool]] | None:
     to run, in program order, each with whether it needs them all (the first of each
     :func:`_key`) or only the optimizer operand check (an update whose key was listed before);
     None: the block holds regions.  Every op of a lowered program passes here (mlp256: 10,769
-    ops), so the common case is inline: def-before-use is one subset test an op (``None``, an
-    absent operand, counts as defined), the key of a one-result op of up to two operands is
-    built here (:func:`_key`'s), the dist entries are checked against their values' types once a
-    key (:func:`_verify_dist`, whose pairs then go to ``fits``)."""
+    ops), so the common case -- one result, up to two operands -- is inline: each present
+    operand's def-before-use (a membership test), its use-list entry and its slot counted, and
+    the key built (:func:`_key`'s); other ops take one subset test for def-before-use (``None``,
+    an absent operand, counts as defined) and a loop over their operands.  The dist entries are
+    checked against their values' types once a key (:func:`_verify_dist`, whose pairs then go to
+    ``fits``).  The checks' order within an op is not the full walk's: any error found here is
+    named by :func:`verify` (:func:`verify_changed`)."""
     seen: set = set(block.args)
     seen.add(None)
     defined = seen.issuperset
