@@ -62,7 +62,7 @@ LOG = None  # (a file the answers are appended to as they come, one JSON line ea
 def run_case(argv: list[str], work: Path) -> dict:
     """One command in a forked child (cwd ``work``, emptied first): exit, stdout sha, stderr, outputs."""
     shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    (work / "out").mkdir(parents=True)  # (the --all-ranks patterns' folder)
     out_f, err_f = work / ".stdout", work / ".stderr"
     sys.stdout.flush()
     sys.stderr.flush()
@@ -281,6 +281,7 @@ def main() -> None:
             # the proof: rebuild the ranks, then distc verify (the simulator) over them
             shutil.rmtree(tmp / "ranks", ignore_errors=True)
             keep = tmp / "ranks"
+            keep.mkdir()
             r0 = run_case(["shard", p, "-q", "--all-ranks", "-j", "1", "-o", str(keep / "m.r{rank}.ir")], work)
             if r0["exit"] == 0:
                 res[f"verify-ranks {p}"] = run_case(["verify", p, "--ranks", str(keep / "m.r{rank}.ir")], work)
