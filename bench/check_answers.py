@@ -285,7 +285,9 @@ def main() -> None:
             r0 = run_case(["shard", p, "-q", "--all-ranks", "-j", "1", "-o", str(keep / "m.r{rank}.ir")], work)
             if r0["exit"] == 0:
                 res[f"verify-ranks {p}"] = run_case(["verify", p, "--ranks", str(keep / "m.r{rank}.ir")], work)
-                res[f"verify-ranks {p}"]["stderr"] = res[f"verify-ranks {p}"]["stderr"].replace(str(keep), "<RANKS>")
+                v = res[f"verify-ranks {p}"]
+                v["stderr"] = v["stderr"].replace(str(keep), "<RANKS>")
+                v["argv"] = [a.replace(str(keep), "<RANKS>") for a in v["argv"]]
     print(f"variants done {time.time() - t0:.0f}s, {len(res)} answers", flush=True)
     if args.variants_only:
         Path(args.out).write_text(json.dumps(res, indent=0, sort_keys=True))
