@@ -63,6 +63,22 @@ class Lowering:
 
 
 def _attrs_of(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
+    src, dst = _given_attrs(op)
+    rank = len(op.operand(0).type.shape)
+    for what, a in (("operand", src), ("result", dst)):
+        if len(a.dims_mapping) != rank:
+            raise DiagnosticError(f"dims_mapping {list(a.dims_mapping)} does not fit a rank-{rank} value (the {what} "
+                                  "of a dist_op.reshard, here or made for this op)", *(op.loc or (None, None)))
+    return src, dst
+
+
+def _arity(op: Operation) -> None:
+    if op.num_operands != 1 or len(op.results) != 1:
+        raise DiagnosticError(f"'dist_op.reshard' takes one operand and gives one result (here {op.num_operands} "
+                              f"and {len(op.results)})", *(op.loc or (None, None)))
+
+
+def _given_attrs(op: Operation) -> tuple[TensorDistAttr, TensorDistAttr]:
     od = op.dist_attr
     if od is None or not od.operands or not od.results:
         v = op.operand(0)
@@ -97,6 +113,7 @@ def decompose(prog: Program, block: Block, result: Lowering, coshard: bool = Fal
         out.append(op)
         if op.name != RESHARD:
             continue
+        _arity(op)
         x, r = op.operand(0), op.results[0]
         if x is None:
             continue
