@@ -44,18 +44,9 @@ def _arg_flag(v: BlockArgument, key: str) -> bool | None:
 def stop_gradient(v: Value | None) -> bool:
     """A value's stop_gradient flag (kept in its defining op's ``stop_gradient`` list); True when
     nothing says otherwise."""
-    if isinstance(v, OpResult):  # (_bool_at inline: every op a pass builds asks it of its inputs)
-        op = v.op
-        a = op._attrs
-        a = a.get("stop_gradient") if a is not None else op.attr("stop_gradient")
-        if isinstance(a, A.ArrayAttr):
-            els, rs = a.elements, op.results
-            i = 0 if rs[0] is v else rs.index(v)
-            if i < len(els):
-                b = els[i]
-                if isinstance(b, A.BoolAttr):
-                    return b.value
-        return True
+    if isinstance(v, OpResult):
+        b = _bool_at(v.op, "stop_gradient", v.index)
+        return True if b is None else b
     if isinstance(v, BlockArgument):
         b = _arg_flag(v, "stop_gradient")
         return True if b is None else b
